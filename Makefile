@@ -1,0 +1,40 @@
+# Quick start: `make run` starts a broker on 127.0.0.1:9092 with data in ./data; `make test` runs the suite.
+PYTHON ?= python3
+VENV ?= .venv
+PY := $(VENV)/bin/python
+VENV_STAMP := $(VENV)/.odradek-installed
+SYSTEM_STAMP := $(VENV)/.odradek-system-deps
+
+.PHONY: install venv system-deps run test unit bench clean
+
+install: venv system-deps
+
+venv: $(VENV_STAMP)
+
+$(VENV_STAMP): pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --upgrade pip
+	$(PY) -m pip install --quiet -e '.[test,java]'
+	touch $@
+
+# kcat and a JDK for the interop tests (Debian packages; installed only where missing).
+system-deps: $(SYSTEM_STAMP)
+
+$(SYSTEM_STAMP): tools/install-system-deps.sh | $(VENV_STAMP)
+	bash tools/install-system-deps.sh
+	touch $@
+
+run: venv
+	$(VENV)/bin/odradek serve --listen 127.0.0.1:9092 --data-dir ./data
+
+test: install
+	$(PY) -m pytest -q
+
+unit: venv
+	$(PY) -m pytest -q tests/unit
+
+bench: venv
+	$(PY) bench/throughput.py
+
+clean:
+	rm -rf $(VENV) data build *.egg-info src/*.egg-info

@@ -1,0 +1,16 @@
+#!/usr/bin/env bash
+# Installs the Debian packages the interop tests drive: kcat and a JDK (javac) for the Java client harness.
+set -euo pipefail
+missing=()
+command -v kcat >/dev/null 2>&1 || missing+=(kcat)
+command -v javac >/dev/null 2>&1 || missing+=(default-jdk-headless)
+[ ${#missing[@]} -eq 0 ] && exit 0
+sudo=""
+if [ "$(id -u)" -ne 0 ]; then
+    if command -v sudo >/dev/null 2>&1; then sudo="sudo"; else
+        echo "install-system-deps: need root to install: ${missing[*]}" >&2; exit 1
+    fi
+fi
+export DEBIAN_FRONTEND=noninteractive
+$sudo apt-get update -qq
+$sudo apt-get install -y -qq --no-install-recommends "${missing[@]}"
