@@ -1,0 +1,18 @@
+"""Partition logs on disk in Kafka's format: segments, offset and time indexes, recovery, retention, flush.
+
+Knows nothing of the wire protocol: batches arrive validated (``records.batch.validate_v2``) and leave as
+bytes.
+"""
+
+from .config import LogConfig
+from .log import AppendResult, OffsetOutOfRangeError, PartitionLog, StorageError
+from .manager import LogManager
+
+__all__ = [
+    "AppendResult",
+    "LogConfig",
+    "LogManager",
+    "OffsetOutOfRangeError",
+    "PartitionLog",
+    "StorageError",
+]

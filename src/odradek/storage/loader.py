@@ -1,0 +1,306 @@
+"""Recovery: open a partition directory and bring its segments to a consistent state.
+
+Partition directory layout (``{data_dir}/{topic}-{partition}/``)::
+
+    00000000000000000000.log        record batches          (LogSegment)
+    00000000000000000000.index      offset index            (OffsetIndex)
+    00000000000000000000.timeindex  time index              (TimeIndex)
+    00000000000000001234.log ...    next segment, base offset 1234
+    log-start-offset                log start checkpoint    (LogStartCheckpoint)
+
+Invariants kept on disk: only the last segment can be torn (a segment is fsynced, indexes included, before
+the next one is created), and the checkpoint is replaced atomically.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Iterator
+
+from odradek.records.batch import HEADER_SIZE, BatchHeader, crc_is_valid, read_header
+
+from .config import INT32_MAX, LogConfig
+from .segment import INDEX_SUFFIX, LOG_SUFFIX, TIME_INDEX_SUFFIX, LogSegment, parse_segment_file_name
+
+log = logging.getLogger(__name__)
+
+_SCAN_CHUNK = 1 << 20  # bytes read at a time when validating a segment
+
+
+def fsync_dir(directory: Path) -> None:
+    fd = os.open(directory, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def write_file_atomically(path: Path, data: bytes) -> None:
+    """Write ``path`` so that after a crash it holds either the old or the new content: tmp, fsync, rename."""
+    tmp = path.with_name(path.name + ".tmp")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | getattr(os, "O_CLOEXEC", 0), 0o644)
+    try:
+        view = memoryview(data)
+        while view:
+            view = view[os.write(fd, view):]
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+    os.replace(tmp, path)
+    fsync_dir(path.parent)
+
+
+class LogStartCheckpoint:
+    """The partition's log start offset, in ``log-start-offset`` beside the segments.
+
+    Byte layout: ASCII text, two lines: the format version ``0``, then the offset in decimal::
+
+        0\\n
+        1234\\n
+
+    Written atomically (``log-start-offset.tmp``, fsync, rename, fsync of the directory) each time the start
+    moves. The effective start on load is max(checkpoint, first segment's base offset), so a crash between
+    a checkpoint and the deletion of the segments below it is harmless.
+
+    Concurrency: not thread-safe; used by the owning PartitionLog (event loop) and its loader.
+    """
+
+    FILE_NAME = "log-start-offset"
+    VERSION = 0
+
+    @classmethod
+    def read(cls, directory: Path) -> int | None:
+        try:
+            text = (directory / cls.FILE_NAME).read_text("ascii")
+        except (FileNotFoundError, UnicodeDecodeError):
+            return None
+        lines = text.split("\n")
+        try:
+            if int(lines[0]) != cls.VERSION:
+                return None
+            offset = int(lines[1])
+        except (ValueError, IndexError):
+            log.warning("ignoring an unreadable %s in %s", cls.FILE_NAME, directory)
+            return None
+        return offset if offset >= 0 else None
+
+    @classmethod
+    def write(cls, directory: Path, offset: int) -> None:
+        write_file_atomically(directory / cls.FILE_NAME, f"{cls.VERSION}\n{offset}\n".encode("ascii"))
+
+
+def scan_batches(
+    fd: int, start: int, end: int, base_offset: int, min_offset: int, verify_crc: bool
+) -> Iterator[tuple[int, BatchHeader]]:
+    """(position, header) of each valid batch from ``start``; stops quietly at the first invalid one.
+
+    Valid: the whole batch lies before ``end``, magic is 2, the length is at least a header, offsets
+    increase (first base offset >= ``min_offset``) and fit the segment's int32 relative range, counts are not
+    negative, and (with ``verify_crc``) the CRC-32C matches.
+    """
+    pos = start
+    buf = b""
+    buf_start = start
+    expected = min_offset
+    while end - pos >= HEADER_SIZE:
+        rel = pos - buf_start
+        if rel + HEADER_SIZE > len(buf):
+            buf = os.pread(fd, min(_SCAN_CHUNK, end - pos), pos)
+            buf_start = pos
+            rel = 0
+            if len(buf) < HEADER_SIZE:
+                return
+        header = read_header(buf, rel)
+        size = header.size
+        if header.magic != 2 or size < HEADER_SIZE or size > end - pos:
+            return
+        if (
+            header.base_offset < expected
+            or header.last_offset_delta < 0
+            or header.records_count < 0
+            or header.last_offset - base_offset > INT32_MAX
+        ):
+            return
+        if verify_crc:
+            if rel + size <= len(buf):
+                ok = crc_is_valid(buf, rel, header)
+            elif size > _SCAN_CHUNK:
+                whole = os.pread(fd, size, pos)
+                ok = len(whole) == size and crc_is_valid(whole, 0, header)
+            else:
+                buf = os.pread(fd, min(_SCAN_CHUNK, end - pos), pos)
+                buf_start = pos
+                rel = 0
+                ok = len(buf) >= size and crc_is_valid(buf, 0, header)
+            if not ok:
+                return
+        expected = header.last_offset + 1
+        yield pos, header
+        pos += size
+
+
+def recover_segment(segment: LogSegment) -> int:
+    """Validate every batch of ``segment``, cut the file at the first invalid one and rebuild its indexes.
+
+    Returns the number of bytes cut off.
+    """
+    segment.begin_rebuild()
+    valid_end = 0
+    for pos, header in scan_batches(segment.fd, 0, segment.size, segment.base_offset, segment.base_offset, True):
+        segment.observe(pos, header)
+        valid_end = pos + header.size
+    cut = segment.size - valid_end
+    if cut:
+        log.warning("%s: cutting %d bytes of torn or invalid data at byte %d", segment.log_path, cut, valid_end)
+        segment.truncate(valid_end)
+    segment.end_rebuild()
+    return cut
+
+
+@dataclass
+class LoadedLog:
+    """What the loader hands to PartitionLog: consistent segments (last one active) and the log start."""
+
+    segments: list[LogSegment]
+    log_start_offset: int
+    truncated_bytes: int
+
+
+class LogLoader:
+    """Opens the segments of one partition directory and makes them consistent (Kafka's LogLoader).
+
+    * Sweeps leftovers: ``*.tmp`` files and index files whose .log is gone (a crash mid-delete).
+    * Sealed segments: O(1) sanity check of the indexes; a failing one is recovered (CRC-validated scan,
+      truncation, index rebuild), and if that cuts bytes off, every later segment is dropped, since offsets
+      must stay contiguous.
+    * Last segment: after an unclean shutdown it is always recovered; after a clean one its indexes are
+      checked and the batches after the last index entry are stepped over to find the log end offset.
+    * The log start offset is max(checkpoint, first base offset); when it is beyond the recovered end (data
+      lost by the OS), the log restarts empty at the start offset.
+
+    Concurrency: runs once, before the PartitionLog exists; single-threaded.
+    """
+
+    def __init__(self, directory: Path, config: LogConfig, clean_shutdown: bool, now_ms: int) -> None:
+        self.directory = directory
+        self.config = config
+        self.clean_shutdown = clean_shutdown
+        self.now_ms = now_ms
+
+    def load(self) -> LoadedLog:
+        self.directory.mkdir(parents=True, exist_ok=True)
+        bases = self._sweep_and_list()
+        interval = self.config.index_interval_bytes
+        segments: list[LogSegment] = []
+        truncated = 0
+        try:
+            for base in bases:
+                segments.append(LogSegment.open(self.directory, base, interval))
+            truncated += self._load_sealed(segments)
+            if segments:
+                truncated += self._load_last(segments[-1])
+            checkpoint = LogStartCheckpoint.read(self.directory)
+            if not segments:
+                segments.append(LogSegment.create(self.directory, checkpoint or 0, interval))
+                fsync_dir(self.directory)
+            start = max(checkpoint or 0, segments[0].base_offset)
+            end = segments[-1].next_offset
+            if start > end:
+                log.warning("%s: log start offset %d is past the recovered end %d; restarting empty there",
+                            self.directory, start, end)
+                for segment in segments:
+                    segment.delete()
+                segments = [LogSegment.create(self.directory, start, interval)]
+                fsync_dir(self.directory)
+        except BaseException:
+            for segment in segments:
+                segment.close()
+            raise
+        return LoadedLog(segments, start, truncated)
+
+    def _sweep_and_list(self) -> list[int]:
+        names = os.listdir(self.directory)
+        bases = []
+        log_stems = set()
+        for name in names:
+            base = parse_segment_file_name(name)
+            if base is not None:
+                bases.append(base)
+                log_stems.add(name[: -len(LOG_SUFFIX)])
+        for name in names:
+            path = self.directory / name
+            if name.endswith(".tmp"):
+                path.unlink(missing_ok=True)
+            for suffix in (INDEX_SUFFIX, TIME_INDEX_SUFFIX):
+                if name.endswith(suffix) and name[: -len(suffix)] not in log_stems:
+                    log.info("removing orphan index %s", path)
+                    path.unlink(missing_ok=True)
+        bases.sort()
+        return bases
+
+    def _load_sealed(self, segments: list[LogSegment]) -> int:
+        """Check or recover every segment but the last; may drop segments after a damaged one."""
+        truncated = 0
+        i = 0
+        while i < len(segments) - 1:
+            segment = segments[i]
+            next_base = segments[i + 1].base_offset
+            if segment.indexes_look_sane(next_base):
+                segment.adopt_sealed_state(next_base)
+            else:
+                cut = recover_segment(segment)
+                truncated += cut
+                if cut or segment.next_offset > next_base:
+                    log.error("%s: damaged sealed segment; dropping the %d segments after it",
+                              segment.log_path, len(segments) - i - 1)
+                    for later in segments[i + 1:]:
+                        later.delete()
+                    del segments[i + 1:]
+                    fsync_dir(self.directory)
+                    break
+                segment.next_offset = next_base  # offsets may have a gap before the next segment
+            i += 1
+        return truncated
+
+    def _load_last(self, segment: LogSegment) -> int:
+        if self.clean_shutdown and segment.indexes_look_sane(None) and self._step_over_tail(segment):
+            pass
+        else:
+            cut = recover_segment(segment)
+            self._set_rolling_base(segment)
+            return cut
+        self._set_rolling_base(segment)
+        return 0
+
+    def _step_over_tail(self, segment: LogSegment) -> bool:
+        """Find the end offset of a cleanly closed segment from its last index entry; False if inconsistent."""
+        last_time = segment.time_index.last_entry
+        if last_time is not None:
+            segment.max_timestamp = last_time[0]
+            segment.offset_of_max_timestamp = segment.base_offset + last_time[1]
+        last = segment.offset_index.last_entry
+        start = last[1] if last is not None else 0
+        end = start
+        # The tail past the last index entry is at most one index interval plus a batch, so checking its
+        # CRCs costs little and catches a segment damaged after a clean shutdown (appended junk, a torn copy).
+        for pos, header in scan_batches(segment.fd, start, segment.size, segment.base_offset,
+                                        segment.base_offset, True):
+            end = pos + header.size
+            segment.note_tail_batch(header, end - start)
+        if end != segment.size:
+            return False
+        if last_time is not None and segment.base_offset + last_time[1] >= segment.next_offset:
+            return False
+        return True
+
+    def _set_rolling_base(self, segment: LogSegment) -> None:
+        if segment.size == 0:
+            return
+        base = min(segment.mtime_ms(), self.now_ms)
+        first = segment.header_at(0)
+        if first is not None and 0 <= first.max_timestamp < base:
+            base = first.max_timestamp
+        segment.rolling_base_ms = base

@@ -1,0 +1,385 @@
+"""PartitionLog: the ordered sequence of segments of one topic-partition."""
+
+from __future__ import annotations
+
+import logging
+import os
+import shutil
+import time
+import uuid
+from bisect import bisect_right
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable
+
+from odradek.records.batch import BatchHeader, patch_base_offset
+
+from .config import INT32_MAX, LogConfig
+from .loader import LogLoader, LogStartCheckpoint, fsync_dir
+from .segment import LogSegment
+
+log = logging.getLogger(__name__)
+
+Clock = Callable[[], int]
+
+
+def wall_clock_ms() -> int:
+    return time.time_ns() // 1_000_000
+
+
+class OffsetOutOfRangeError(Exception):
+    """A read or DeleteRecords offset outside [log_start_offset, log_end_offset]."""
+
+    def __init__(self, offset: int, log_start_offset: int, log_end_offset: int) -> None:
+        super().__init__(f"offset {offset} is outside [{log_start_offset}, {log_end_offset}]")
+        self.offset = offset
+        self.log_start_offset = log_start_offset
+        self.log_end_offset = log_end_offset
+
+
+class StorageError(Exception):
+    """The log cannot serve the request (closed, or left inconsistent by an I/O error)."""
+
+
+@dataclass(frozen=True, slots=True)
+class AppendResult:
+    base_offset: int  # offset assigned to the first record
+    last_offset: int  # offset of the last record
+    log_start_offset: int  # for Produce v5+ responses
+    first_batch_max_timestamp: int = -1
+    log_append_time_ms: int = -1  # -1: CreateTime (the handler stamps LogAppendTime batches itself)
+
+
+class PartitionLog:
+    """One topic-partition: segments in offset order, the last one active, plus the log start offset.
+
+    ``log_end_offset`` (== high watermark on a single node) advances only after an append's bytes are in
+    the file; reads are bounded by it. Roll: the active segment is sealed (indexes completed, everything
+    fsynced) before the next one is created, so only the last segment can ever be torn.
+
+    Flush policy: fsync the active segment when ``flush_messages`` records have accumulated since the last
+    flush, or ``flush_ms`` has passed (checked on append and by ``maybe_flush``); otherwise the OS decides.
+    A ``kill -9`` loses nothing written either way; the policy is about machine crashes. Flushes run on the
+    calling thread.
+
+    Concurrency: not thread-safe; owned by the event loop.
+    """
+
+    def __init__(self, directory: Path, config: LogConfig, segments: list[LogSegment], log_start_offset: int,
+                 clock: Clock) -> None:
+        self.directory = directory
+        self._config = config
+        self._segments = segments
+        self._bases = [s.base_offset for s in segments]
+        self._start = log_start_offset
+        self._end = segments[-1].next_offset
+        self._clock = clock
+        self._unflushed_messages = 0
+        self._dirty = False
+        self._last_flush_ms = clock()
+        self._closed = False
+
+    @classmethod
+    def open(cls, directory: Path, config: LogConfig, *, clean_shutdown: bool = False,
+             clock: Clock | None = None) -> "PartitionLog":
+        """Create the log, or recover it from ``directory``.
+
+        ``clean_shutdown`` (from LogManager's marker) skips the full scan of the last segment; without it the
+        last segment is validated batch by batch and a torn tail is cut off.
+        """
+        clock = clock or wall_clock_ms
+        loaded = LogLoader(directory, config, clean_shutdown, clock()).load()
+        return cls(directory, config, loaded.segments, loaded.log_start_offset, clock)
+
+    # -- state ------------------------------------------------------------------------------------------
+
+    @property
+    def log_start_offset(self) -> int:
+        return self._start
+
+    @property
+    def log_end_offset(self) -> int:
+        return self._end
+
+    high_watermark = log_end_offset
+
+    @property
+    def config(self) -> LogConfig:
+        return self._config
+
+    @property
+    def size_in_bytes(self) -> int:
+        return sum(s.size for s in self._segments)
+
+    @property
+    def segment_count(self) -> int:
+        return len(self._segments)
+
+    @property
+    def segment_base_offsets(self) -> list[int]:
+        return list(self._bases)
+
+    @property
+    def _active(self) -> LogSegment:
+        return self._segments[-1]
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise StorageError(f"log {self.directory} is closed")
+
+    def _segment_end(self, i: int) -> int:
+        return self._bases[i + 1] if i + 1 < len(self._bases) else self._end
+
+    # -- append -----------------------------------------------------------------------------------------
+
+    def append(self, records: bytearray, batches: list[tuple[int, BatchHeader]]) -> AppendResult:
+        """Assign offsets from log_end_offset (patching ``records`` in place) and append the batches.
+
+        ``records``/``batches`` are what ``validate_v2`` accepted. Rolls first when the active segment would
+        grow past segment.bytes, is older than segment.ms, or the offsets would not fit its int32 range.
+        """
+        self._check_open()
+        if not batches:
+            raise ValueError("append of an empty record set")
+        now = self._clock()
+        first_offset = next_offset = self._end
+        assigned: list[tuple[int, BatchHeader]] = []
+        messages = 0
+        for pos, header in batches:
+            patch_base_offset(records, pos, next_offset)
+            header = header._replace(base_offset=next_offset)
+            assigned.append((pos, header))
+            next_offset = header.last_offset + 1
+            messages += header.records_count
+        last_offset = next_offset - 1
+        segment = self._active
+        if segment.broken:
+            raise StorageError(f"{segment.log_path} holds a partial write that could not be undone")
+        if self._should_roll(segment, len(records), last_offset, now):
+            segment = self._roll()
+        segment.append(records, assigned, now)
+        self._end = next_offset
+        self._unflushed_messages += messages
+        self._dirty = True
+        flush = self._config.flush_messages
+        if flush is not None and self._unflushed_messages >= flush:
+            self.flush()
+        else:
+            self.maybe_flush(now)
+        return AppendResult(first_offset, last_offset, self._start, assigned[0][1].max_timestamp)
+
+    def _should_roll(self, segment: LogSegment, size: int, last_offset: int, now_ms: int) -> bool:
+        if segment.size == 0:
+            return False
+        if segment.size + size > self._config.max_segment_bytes:
+            return True
+        if last_offset - segment.base_offset > INT32_MAX:
+            return True
+        return segment.rolling_base_ms is not None and now_ms - segment.rolling_base_ms > self._config.segment_ms
+
+    def _roll(self) -> LogSegment:
+        old = self._active
+        old.seal()
+        self._unflushed_messages = 0  # the seal fsynced everything written so far
+        self._dirty = False
+        self._last_flush_ms = self._clock()
+        new = LogSegment.create(self.directory, self._end, self._config.index_interval_bytes)
+        self._segments.append(new)
+        self._bases.append(new.base_offset)
+        fsync_dir(self.directory)
+        log.debug("%s: rolled to segment %d", self.directory, new.base_offset)
+        return new
+
+    # -- read -------------------------------------------------------------------------------------------
+
+    def _check_range(self, offset: int) -> None:
+        if offset < self._start or offset > self._end:
+            raise OffsetOutOfRangeError(offset, self._start, self._end)
+
+    def read(self, offset: int, max_bytes: int, min_one_batch: bool = True, max_offset: int | None = None) -> bytes:
+        """Whole batches starting with the one containing ``offset``, up to ``max_bytes`` in total.
+
+        A first batch bigger than ``max_bytes`` is returned whole when ``min_one_batch``. Crosses segment
+        boundaries; stops before a batch whose base offset is >= ``max_offset``. ``offset == log_end_offset``
+        gives b"".
+        """
+        self._check_open()
+        self._check_range(offset)
+        if offset == self._end:
+            return b""
+        i = bisect_right(self._bases, offset) - 1
+        found = None
+        while i < len(self._segments):
+            found = self._segments[i].find(offset)
+            if found is not None:
+                break
+            i += 1
+        if found is None:
+            return b""
+        pos = found[0]
+        chunks: list[bytes] = []
+        budget = max_bytes
+        force_first = min_one_batch
+        while True:
+            data, reached_end = self._segments[i].read_batches(pos, budget, force_first, max_offset)
+            if data:
+                chunks.append(data)
+                budget -= len(data)
+                force_first = False
+            i += 1
+            if not reached_end or budget <= 0 or i >= len(self._segments):
+                break
+            pos = 0
+        if len(chunks) == 1:
+            return chunks[0]
+        return b"".join(chunks)
+
+    def find_batch_by_timestamp(self, timestamp_ms: int) -> tuple[int, bytes] | None:
+        """The first batch at or after the log start whose max_timestamp >= ``timestamp_ms``.
+
+        Returns (base offset, batch bytes); the base offset may be below log_start_offset when the start lies
+        inside that batch. None when no batch qualifies.
+        """
+        self._check_open()
+        for i, segment in enumerate(self._segments):
+            if self._segment_end(i) <= self._start or segment.max_timestamp < timestamp_ms:
+                continue
+            hit = segment.find_by_timestamp(timestamp_ms, max(self._start, segment.base_offset))
+            if hit is not None:
+                pos, header = hit
+                return header.base_offset, segment.read(pos, header.size)
+        return None
+
+    def max_timestamp(self) -> tuple[int, int] | None:
+        """(largest max_timestamp, last offset of the first batch holding it) over the log from its start.
+
+        None when no batch at or after the start carries a timestamp (>= 0).
+        """
+        self._check_open()
+        best: tuple[int, int] | None = None
+        for i, segment in enumerate(self._segments):
+            if self._segment_end(i) <= self._start:
+                continue
+            ts, offset = segment.max_timestamp, segment.offset_of_max_timestamp
+            if ts >= 0 and offset < self._start:
+                # the segment's maximum lies below the start: step over its visible part instead
+                ts, offset = -1, -1
+                found = segment.find(self._start)
+                if found is not None:
+                    for _, header in segment.walk(found[0]):
+                        if header.max_timestamp > ts:
+                            ts, offset = header.max_timestamp, header.last_offset
+            if ts >= 0 and (best is None or ts > best[0]):
+                best = (ts, offset)
+        return best
+
+    # -- deletion ---------------------------------------------------------------------------------------
+
+    def delete_records_before(self, offset: int) -> int:
+        """DeleteRecords: move the log start to ``offset`` and drop the segments wholly below it."""
+        self._check_open()
+        if offset < 0 or offset > self._end:
+            raise OffsetOutOfRangeError(offset, self._start, self._end)
+        if offset > self._start:
+            self._start = offset
+            LogStartCheckpoint.write(self.directory, offset)
+            self._delete_oldest(self._count_below_start())
+        return self._start
+
+    def _count_below_start(self) -> int:
+        n = 0
+        while n < len(self._segments) - 1 and self._bases[n + 1] <= self._start:
+            n += 1
+        return n
+
+    def enforce_retention(self, now_ms: int) -> int:
+        """Delete old whole segments by retention.ms and retention.bytes (never the active one).
+
+        Returns the number of segments deleted.
+        """
+        self._check_open()
+        last_sealed = len(self._segments) - 1
+        n = self._count_below_start()
+        retention_ms = self._config.retention_ms
+        if retention_ms >= 0:
+            while n < last_sealed and now_ms - self._segments[n].largest_timestamp_ms() > retention_ms:
+                n += 1
+        retention_bytes = self._config.retention_bytes
+        if retention_bytes >= 0:
+            excess = sum(s.size for s in self._segments[n:]) - retention_bytes
+            while n < last_sealed and excess - self._segments[n].size >= 0:
+                excess -= self._segments[n].size
+                n += 1
+        if n:
+            self._delete_oldest(n)
+        return n
+
+    def _delete_oldest(self, n: int) -> None:
+        """Drop the first ``n`` segments (never the active one); checkpoint the new start first."""
+        n = min(n, len(self._segments) - 1)
+        if n <= 0:
+            return
+        new_start = max(self._start, self._bases[n])
+        if new_start != self._start:
+            LogStartCheckpoint.write(self.directory, new_start)
+            self._start = new_start
+        doomed = self._segments[:n]
+        del self._segments[:n]
+        del self._bases[:n]
+        for segment in doomed:
+            log.info("%s: deleting segment %d", self.directory, segment.base_offset)
+            segment.delete()
+
+    # -- flush and lifecycle ----------------------------------------------------------------------------
+
+    def flush(self) -> None:
+        """fsync what has been appended to the active segment (sealed segments were synced on roll)."""
+        self._check_open()
+        if self._dirty:
+            self._active.flush()
+        self._dirty = False
+        self._unflushed_messages = 0
+        self._last_flush_ms = self._clock()
+
+    def maybe_flush(self, now_ms: int) -> None:
+        """Time-based flush: fsync if ``flush_ms`` has passed since the last flush and there is new data."""
+        flush_ms = self._config.flush_ms
+        if flush_ms is not None and self._dirty and now_ms - self._last_flush_ms >= flush_ms:
+            self.flush()
+
+    def update_config(self, config: LogConfig) -> None:
+        """New settings apply from the next append / retention check; existing segments are not rewritten."""
+        self._config = config
+        self._active.index_interval = config.index_interval_bytes
+
+    def close(self, *, flush: bool = True) -> None:
+        """Seal the active segment (final time-index entry, fsync) and release every file descriptor.
+
+        ``flush=False`` just releases them (used before deleting the log).
+        """
+        if self._closed:
+            return
+        self._closed = True
+        try:
+            if flush:
+                self._active.seal()
+        finally:
+            for segment in self._segments:
+                segment.close()
+
+    def delete(self) -> None:
+        """Close and remove the partition directory (renamed to ``*.deleted`` first, then removed)."""
+        self.close(flush=False)
+        doomed = rename_for_deletion(self.directory)
+        shutil.rmtree(doomed, ignore_errors=True)
+
+
+DELETED_SUFFIX = ".deleted"
+
+
+def rename_for_deletion(directory: Path) -> Path:
+    """Rename ``directory`` to a unique ``{name}.{hex}.deleted`` sibling (durably) and return the new path."""
+    target = directory.with_name(f"{directory.name}.{uuid.uuid4().hex}{DELETED_SUFFIX}")
+    os.rename(directory, target)
+    fsync_dir(directory.parent)
+    return target
