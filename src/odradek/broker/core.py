@@ -1,0 +1,189 @@
+"""The broker: what handlers see of topics, logs and configuration, and request dispatch.
+
+`Broker` ties the topic registry (cluster/) to the partition logs (storage/) and owns the wake-ups that
+long-polling fetches wait on. `Broker.dispatch` turns one request frame into a response slot for the
+connection: decode header and body with the generated codec, call the registered handler, encode.
+
+Not thread-safe; owned by the event loop.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Iterable
+
+from odradek.broker.registry import HANDLERS, HandlerSpec
+from odradek.cluster.topics import Topic, TopicRegistry
+from odradek.config import BrokerConfig, log_config_for
+from odradek.net.connection import CloseConnection, Slot
+from odradek.protocol import codec
+from odradek.protocol.api_keys import ApiKey
+from odradek.protocol.errors import ErrorCode
+from odradek.storage.log import PartitionLog
+from odradek.storage.manager import LogManager
+
+if TYPE_CHECKING:
+    from odradek.net.connection import KafkaConnection
+
+log = logging.getLogger(__name__)
+
+TopicPartition = tuple[str, int]
+
+
+@dataclass
+class RequestContext:
+    broker: "Broker"
+    api_key: int
+    api_version: int
+    correlation_id: int
+    client_id: str | None
+    connection: "KafkaConnection"
+
+
+class Broker:
+    def __init__(self, config: BrokerConfig, data_dir: Path, advertised_host: str, advertised_port: int) -> None:
+        self.config = config
+        self.data_dir = data_dir
+        self.node_id = config.node_id
+        self.advertised_host = advertised_host
+        self.advertised_port = advertised_port
+        data_dir.mkdir(parents=True, exist_ok=True)
+        self.topics = TopicRegistry(data_dir)
+        self.logs = LogManager(data_dir, log_config_for(config.topic_defaults()))
+        self._waiters: dict[TopicPartition, set[asyncio.Future[None]]] = {}
+
+    # lifecycle ---------------------------------------------------------------------------------------
+
+    def load(self) -> None:
+        """Open (and recover) every partition log; drop directories of topics the registry no longer has."""
+        loaded = self.logs.load_all()
+        for name in {name for name, _ in loaded}:
+            if self.topics.get(name) is None:
+                log.warning("removing partition directories of unknown topic %s", name)
+                self.logs.delete_topic(name)
+        for topic in self.topics.all():
+            self._configure_logs(topic)
+
+    def close(self) -> None:
+        self.logs.close()
+
+    def tick(self) -> None:
+        self.logs.tick(now_ms())
+
+    # topics ------------------------------------------------------------------------------------------
+
+    def effective_configs(self, topic: Topic) -> dict[str, str]:
+        configs = self.config.topic_defaults()
+        configs.update(topic.configs)
+        return configs
+
+    def _configure_logs(self, topic: Topic) -> None:
+        log_config = log_config_for(self.effective_configs(topic))
+        for p in range(topic.partitions):
+            existing = self.logs.get(topic.name, p)
+            if existing is None:
+                self.logs.create(topic.name, p, log_config)
+            else:
+                existing.update_config(log_config)
+
+    def create_topic(self, name: str, partitions: int, configs: dict[str, str]) -> Topic:
+        topic = self.topics.create(name, partitions, configs)
+        self._configure_logs(topic)
+        log.info("created topic %s with %d partitions", name, partitions)
+        return topic
+
+    def delete_topic(self, name: str) -> None:
+        self.topics.delete(name)
+        self.logs.delete_topic(name)
+        # Wake fetchers parked on the deleted partitions so they answer UNKNOWN_TOPIC_OR_PARTITION now.
+        for key in [k for k in self._waiters if k[0] == name]:
+            self._wake(key)
+        log.info("deleted topic %s", name)
+
+    def partition_log(self, topic: str, partition: int) -> PartitionLog | None:
+        t = self.topics.get(topic)
+        if t is None or not 0 <= partition < t.partitions:
+            return None
+        return self.logs.get(topic, partition)
+
+    # fetch wake-ups ----------------------------------------------------------------------------------
+
+    def notify_append(self, topic: str, partition: int) -> None:
+        self._wake((topic, partition))
+
+    def _wake(self, key: TopicPartition) -> None:
+        waiters = self._waiters.pop(key, None)
+        if waiters:
+            for fut in waiters:
+                if not fut.done():
+                    fut.set_result(None)
+
+    async def wait_for_append(self, keys: Iterable[TopicPartition], timeout_s: float) -> None:
+        """Return when any of the partitions gets new data, or after the timeout."""
+        fut: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        keys = list(keys)
+        for key in keys:
+            self._waiters.setdefault(key, set()).add(fut)
+        try:
+            await asyncio.wait_for(fut, timeout_s)
+        except asyncio.TimeoutError:
+            pass
+        finally:
+            for key in keys:
+                waiters = self._waiters.get(key)
+                if waiters is not None:
+                    waiters.discard(fut)
+                    if not waiters:
+                        del self._waiters[key]
+
+    # dispatch ----------------------------------------------------------------------------------------
+
+    def dispatch(self, frame: bytes, conn: "KafkaConnection") -> Slot:
+        try:
+            header, offset = codec.decode_request_header(frame)
+        except codec.ProtocolError as exc:
+            raise CloseConnection(f"unreadable request header: {exc}") from None
+        api_key = header["request_api_key"]
+        version = header["request_api_version"]
+        correlation_id = header["correlation_id"]
+        spec = HANDLERS.get(api_key)
+        if spec is None or not spec.supports(version):
+            if api_key == ApiKey.API_VERSIONS:
+                return unsupported_api_versions_response(correlation_id)
+            raise CloseConnection(f"unsupported api key {api_key} version {version}")
+        try:
+            request = codec.decode_request(api_key, version, frame, offset)
+        except codec.ProtocolError as exc:
+            raise CloseConnection(f"malformed {ApiKey(api_key).name} v{version} request: {exc}") from None
+        ctx = RequestContext(self, api_key, version, correlation_id, header.get("client_id"), conn)
+        if spec.is_async:
+            return asyncio.ensure_future(self._run_async(spec, ctx, request))
+        body = spec.fn(ctx, request)
+        if body is None:
+            return None
+        return codec.encode_response(api_key, version, correlation_id, body)
+
+    async def _run_async(self, spec: HandlerSpec, ctx: RequestContext, request: dict) -> bytes | None:
+        body = await spec.fn(ctx, request)  # type: ignore[misc]
+        if body is None:
+            return None
+        return codec.encode_response(ctx.api_key, ctx.api_version, ctx.correlation_id, body)
+
+
+def unsupported_api_versions_response(correlation_id: int) -> bytes:
+    """ApiVersions at a version we do not speak: error 35 with a v0 body listing our ranges (KIP-511)."""
+    from odradek.broker.registry import advertised_versions
+
+    body = {
+        "error_code": ErrorCode.UNSUPPORTED_VERSION,
+        "api_keys": [{"api_key": k, "min_version": lo, "max_version": hi} for k, lo, hi in advertised_versions()],
+    }
+    return codec.encode_response(ApiKey.API_VERSIONS, 0, correlation_id, body)
+
+
+def now_ms() -> int:
+    return time.time_ns() // 1_000_000

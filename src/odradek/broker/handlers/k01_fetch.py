@@ -1,0 +1,108 @@
+"""Fetch (key 1), versions 0-17.
+
+Long poll: the response is built at once; if it holds fewer than `min_bytes` and `max_wait_ms` allows, the
+handler parks until an append to one of the requested partitions wakes it (Broker.wait_for_append), then
+builds again, until `min_bytes` is met or the wait is over.
+
+Sizes: each partition gets at most `partition_max_bytes`, the whole response at most `max_bytes` (v3+),
+except that the first partition with data always returns at least its first whole batch, so a consumer
+whose limits are smaller than a batch still makes progress. A fetch from the middle of a batch returns the
+whole batch; clients skip the records before their offset.
+
+v0-3 serve legacy MessageSets: stored v2 batches are down-converted (magic 0 for v0-1, magic 1 for v2-3),
+uncompressed. v13+ name topics by id (UNKNOWN_TOPIC_ID when unknown).
+Sessions (KIP-227): the broker declines to create fetch sessions (session id 0 in every reply), which
+every client handles with full fetches; a request naming a session id gets FETCH_SESSION_ID_NOT_FOUND.
+Gaps: read_committed is answered like read_uncommitted (no transactions exist yet: LSO = high watermark);
+no preferred read replica (single node).
+"""
+
+import asyncio
+import time
+
+from odradek.broker.core import RequestContext
+from odradek.broker.registry import handler
+from odradek.protocol.api_keys import ApiKey
+from odradek.protocol.errors import ErrorCode
+from odradek.records import legacy
+from odradek.storage.log import OffsetOutOfRangeError
+
+ZERO_UUID = bytes(16)
+MAX_WAIT_CAP_MS = 30_000
+
+
+@handler(ApiKey.FETCH, 0, 17)
+async def fetch(ctx: RequestContext, request: dict) -> dict:
+    if request["session_id"] != 0:
+        return {"throttle_time_ms": 0, "error_code": ErrorCode.FETCH_SESSION_ID_NOT_FOUND, "session_id": 0, "responses": []}
+    body, size, keys = _build(ctx, request)
+    max_wait_s = min(max(request["max_wait_ms"], 0), MAX_WAIT_CAP_MS) / 1000.0
+    deadline = time.monotonic() + max_wait_s
+    while size < request["min_bytes"] and keys:
+        remaining = deadline - time.monotonic()
+        if remaining <= 0 or not ctx.connection.is_open:
+            break
+        await ctx.broker.wait_for_append(keys, remaining)
+        body, size, keys = _build(ctx, request)
+    return body
+
+
+def _build(ctx: RequestContext, request: dict) -> tuple[dict, int, list]:
+    """Return (response body, bytes of records in it, partitions worth waiting on)."""
+    broker = ctx.broker
+    version = ctx.api_version
+    remaining = request["max_bytes"] if version >= 3 else 0x7FFFFFFF
+    magic = 0 if version <= 1 else 1 if version <= 3 else 2
+    read_committed = request["isolation_level"] == 1
+    total = 0
+    keys = []
+    responses = []
+    for topic in request["topics"]:
+        if version >= 13:
+            t = broker.topics.by_id(topic["topic_id"])
+            name = t.name if t is not None else None
+            missing = ErrorCode.UNKNOWN_TOPIC_ID
+        else:
+            name = topic["topic"]
+            t = broker.topics.get(name)
+            missing = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+        partitions = []
+        for part in topic["partitions"]:
+            index = part["partition"]
+            plog = broker.partition_log(name, index) if t is not None else None
+            if plog is None:
+                partitions.append(_partition(index, missing if t is None else ErrorCode.UNKNOWN_TOPIC_OR_PARTITION))
+                continue
+            entry = _partition(index, 0, plog.log_end_offset, plog.log_start_offset)
+            if read_committed:
+                entry["aborted_transactions"] = []
+            limit = min(part["partition_max_bytes"], remaining)
+            try:
+                data = plog.read(part["fetch_offset"], max(limit, 0), min_one_batch=(total == 0))
+            except OffsetOutOfRangeError:
+                entry["error_code"] = ErrorCode.OFFSET_OUT_OF_RANGE
+                partitions.append(entry)
+                continue
+            if data and magic < 2:
+                data = legacy.downconvert(data, magic, part["fetch_offset"])
+            entry["records"] = data
+            total += len(data)
+            remaining -= len(data)
+            keys.append((name, index))
+            partitions.append(entry)
+        responses.append({"topic": name if name is not None else "", "topic_id": topic["topic_id"], "partitions": partitions})
+    body = {"throttle_time_ms": 0, "error_code": 0, "session_id": 0, "responses": responses}
+    return body, total, keys
+
+
+def _partition(index: int, error: int, high_watermark: int = -1, log_start_offset: int = -1) -> dict:
+    return {
+        "partition_index": index,
+        "error_code": error,
+        "high_watermark": high_watermark,
+        "last_stable_offset": high_watermark,
+        "log_start_offset": log_start_offset,
+        "aborted_transactions": None,
+        "preferred_read_replica": -1,
+        "records": b"",
+    }

@@ -1,0 +1,74 @@
+"""ListOffsets (key 2), versions 0-9.
+
+Special timestamps: -1 latest (the high watermark), -2 earliest (log start offset), -3 max timestamp
+(v7+: the offset and timestamp of the record with the largest timestamp), -4 earliest local (v8+: same as
+earliest, there is no tiered storage), -5 latest tiered (v9+: no tiered storage, so offset -1). A
+timestamp ≥ 0 finds the first record whose timestamp is at or after it: the log locates the batch through
+its time index and the record is found inside it; none → offset -1, timestamp -1.
+v0 answers with `old_style_offsets` (one offset; `max_num_offsets` beyond 1 is not honoured).
+Gaps: isolation level makes no difference yet (no transactions: LSO = high watermark).
+"""
+
+from odradek.broker.core import RequestContext
+from odradek.broker.registry import handler
+from odradek.protocol.api_keys import ApiKey
+from odradek.protocol.errors import ErrorCode
+from odradek.records.codec import record_timestamps
+from odradek.storage.log import PartitionLog
+
+LATEST, EARLIEST, MAX_TIMESTAMP, EARLIEST_LOCAL, LATEST_TIERED = -1, -2, -3, -4, -5
+LEADER_EPOCH = 0
+
+
+@handler(ApiKey.LIST_OFFSETS, 0, 9)
+def list_offsets(ctx: RequestContext, request: dict) -> dict:
+    topics = []
+    for topic in request["topics"]:
+        partitions = []
+        for part in topic["partitions"]:
+            plog = ctx.broker.partition_log(topic["name"], part["partition_index"])
+            if plog is None:
+                partitions.append({"partition_index": part["partition_index"],
+                                   "error_code": ErrorCode.UNKNOWN_TOPIC_OR_PARTITION})
+                continue
+            offset, timestamp = lookup(plog, part["timestamp"])
+            partitions.append({
+                "partition_index": part["partition_index"],
+                "error_code": 0,
+                "old_style_offsets": [offset] if offset >= 0 else [],
+                "timestamp": timestamp,
+                "offset": offset,
+                "leader_epoch": LEADER_EPOCH,
+            })
+        topics.append({"name": topic["name"], "partitions": partitions})
+    return {"throttle_time_ms": 0, "topics": topics}
+
+
+def lookup(plog: PartitionLog, timestamp: int) -> tuple[int, int]:
+    """(offset, timestamp) for a ListOffsets query against one partition."""
+    if timestamp == LATEST:
+        return plog.log_end_offset, -1
+    if timestamp in (EARLIEST, EARLIEST_LOCAL):
+        return plog.log_start_offset, -1
+    if timestamp == LATEST_TIERED:
+        return -1, -1
+    if timestamp == MAX_TIMESTAMP:
+        found = plog.max_timestamp()
+        if found is None:
+            return -1, -1
+        max_ts, _ = found
+        return _first_at_or_after(plog, max_ts)
+    if timestamp < 0:
+        return -1, -1
+    return _first_at_or_after(plog, timestamp)
+
+
+def _first_at_or_after(plog: PartitionLog, timestamp: int) -> tuple[int, int]:
+    found = plog.find_batch_by_timestamp(timestamp)
+    if found is None:
+        return -1, -1
+    _, batch = found
+    for offset, ts in record_timestamps(batch):
+        if ts >= timestamp and offset >= plog.log_start_offset:
+            return offset, ts
+    return -1, -1

@@ -1,0 +1,75 @@
+"""Command line: `odradek serve --listen HOST:PORT --data-dir DIR [--advertise HOST:PORT] [--config FILE] [--set k=v ...]`."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import logging
+import sys
+from pathlib import Path
+
+from odradek.config import BrokerConfig, ConfigError, read_properties
+
+
+def parse_host_port(value: str) -> tuple[str, int]:
+    host, sep, port = value.rpartition(":")
+    if not sep or not port.isdigit():
+        raise argparse.ArgumentTypeError(f"expected HOST:PORT, got {value!r}")
+    return host.strip("[]") or "0.0.0.0", int(port)
+
+
+def parse_setting(value: str) -> tuple[str, str]:
+    key, sep, val = value.partition("=")
+    if not sep or not key:
+        raise argparse.ArgumentTypeError(f"expected key=value, got {value!r}")
+    return key.strip(), val.strip()
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="odradek", description="A Kafka-compatible streaming broker.")
+    sub = parser.add_subparsers(dest="command", required=True)
+    serve = sub.add_parser("serve", help="run the broker")
+    serve.add_argument("--listen", type=parse_host_port, default=("127.0.0.1", 9092), metavar="HOST:PORT")
+    serve.add_argument("--data-dir", type=Path, default=Path("data"), metavar="DIR")
+    serve.add_argument("--advertise", type=parse_host_port, default=None, metavar="HOST:PORT",
+                       help="address clients are told to connect to (default: the listen address)")
+    serve.add_argument("--config", type=Path, default=None, metavar="FILE", help="a server.properties file")
+    serve.add_argument("--set", type=parse_setting, action="append", default=[], metavar="KEY=VALUE",
+                       help="a broker property, overriding the config file (repeatable)")
+    serve.add_argument("--log-level", default="INFO")
+    return parser
+
+
+def cmd_serve(args: argparse.Namespace) -> int:
+    logging.basicConfig(level=args.log_level.upper(), stream=sys.stderr,
+                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    try:
+        values = read_properties(args.config) if args.config else {}
+        values.update(dict(args.set))
+        config = BrokerConfig(values)
+    except (ConfigError, OSError) as exc:
+        print(f"odradek: configuration error: {exc}", file=sys.stderr)
+        return 2
+    from odradek.broker.core import Broker
+    from odradek.broker.handlers import load_handlers
+    from odradek.net.server import serve
+
+    load_handlers()
+    host, port = args.listen
+    adv_host, adv_port = args.advertise or (host if host not in ("0.0.0.0", "::") else "127.0.0.1", port)
+    broker = Broker(config, args.data_dir, adv_host, adv_port)
+    broker.load()
+    try:
+        asyncio.run(serve(broker, host, port))
+    except OSError as exc:
+        print(f"odradek: cannot listen on {host}:{port}: {exc}", file=sys.stderr)
+        broker.close()
+        return 1
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    if args.command == "serve":
+        return cmd_serve(args)
+    return 2

@@ -1,0 +1,238 @@
+"""Broker and topic configuration under Kafka's own property names.
+
+Broker properties come from an optional `server.properties` file and `--set key=value` overrides. Topic
+configs (CreateTopics, later AlterConfigs) use the topic-level names, and each falls back to the broker
+property that supplies its default, as in Kafka (`retention.ms` ← `log.retention.ms`).
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable
+
+from odradek.storage.config import LogConfig
+
+log = logging.getLogger(__name__)
+
+LONG_MAX = (1 << 63) - 1
+HOUR_MS = 3600 * 1000
+
+
+class ConfigError(ValueError):
+    """A property with a value of the wrong type or out of range."""
+
+
+def _parse_bool(value: str) -> bool:
+    v = value.strip().lower()
+    if v in ("true", "false"):
+        return v == "true"
+    raise ConfigError(f"expected true or false, got {value!r}")
+
+
+def _parse_int(value: str) -> int:
+    try:
+        return int(value.strip())
+    except ValueError:
+        raise ConfigError(f"expected an integer, got {value!r}") from None
+
+
+@dataclass(frozen=True)
+class Property:
+    name: str
+    parse: Callable[[str], object]
+    default: object
+    check: Callable[[object], bool] = lambda v: True
+    doc: str = ""
+
+
+def _at_least(n: int) -> Callable[[object], bool]:
+    return lambda v: isinstance(v, int) and v >= n
+
+
+def _positive_or_unlimited(v: object) -> bool:
+    return isinstance(v, int) and (v > 0 or v == -1)
+
+
+# Broker properties odradek understands. Others are accepted with a warning, as Kafka does.
+BROKER_PROPERTIES: dict[str, Property] = {
+    p.name: p
+    for p in [
+        Property("node.id", _parse_int, 0, _at_least(0)),
+        Property("broker.id", _parse_int, -1),
+        Property("num.partitions", _parse_int, 1, _at_least(1)),
+        Property("default.replication.factor", _parse_int, 1, _at_least(1)),
+        Property("auto.create.topics.enable", _parse_bool, True),
+        Property("delete.topic.enable", _parse_bool, True),
+        Property("message.max.bytes", _parse_int, 1048588, _at_least(0)),
+        Property("socket.request.max.bytes", _parse_int, 104857600, _at_least(1)),
+        Property("queued.max.requests", _parse_int, 500, _at_least(1)),
+        Property("log.segment.bytes", _parse_int, 1 << 30, _at_least(14)),
+        Property("log.roll.ms", _parse_int, None),
+        Property("log.roll.hours", _parse_int, 168, _at_least(1)),
+        Property("log.retention.ms", _parse_int, None),
+        Property("log.retention.minutes", _parse_int, None),
+        Property("log.retention.hours", _parse_int, 168),
+        Property("log.retention.bytes", _parse_int, -1),
+        Property("log.retention.check.interval.ms", _parse_int, 300000, _at_least(1)),
+        Property("log.index.interval.bytes", _parse_int, 4096, _at_least(0)),
+        Property("log.flush.interval.messages", _parse_int, LONG_MAX, _at_least(1)),
+        Property("log.flush.interval.ms", _parse_int, None),
+        Property("log.message.timestamp.type", str, "CreateTime", lambda v: v in ("CreateTime", "LogAppendTime")),
+        Property("log.cleanup.policy", str, "delete"),
+        Property("min.insync.replicas", _parse_int, 1, _at_least(1)),
+        Property("compression.type", str, "producer"),
+    ]
+}
+
+
+class BrokerConfig:
+    """Resolved broker properties; `get` returns the parsed value or the default."""
+
+    def __init__(self, values: dict[str, str] | None = None) -> None:
+        self.raw: dict[str, str] = {}
+        self._parsed: dict[str, object] = {}
+        for key, value in (values or {}).items():
+            self.set(key, value)
+
+    def set(self, key: str, value: str) -> None:
+        key = key.strip()
+        prop = BROKER_PROPERTIES.get(key)
+        self.raw[key] = value
+        if prop is None:
+            log.warning("ignoring unknown broker property %s", key)
+            return
+        parsed = prop.parse(value)
+        if not prop.check(parsed):
+            raise ConfigError(f"invalid value {value!r} for {key}")
+        self._parsed[key] = parsed
+
+    def get(self, key: str) -> object:
+        if key in self._parsed:
+            return self._parsed[key]
+        return BROKER_PROPERTIES[key].default
+
+    def int(self, key: str) -> int:
+        return int(self.get(key))  # type: ignore[arg-type]
+
+    @property
+    def node_id(self) -> int:
+        broker_id = self.int("broker.id")
+        return broker_id if broker_id >= 0 else self.int("node.id")
+
+    def retention_ms(self) -> int:
+        for key, scale in (("log.retention.ms", 1), ("log.retention.minutes", 60000), ("log.retention.hours", HOUR_MS)):
+            value = self.get(key)
+            if value is not None:
+                return value if value < 0 else value * scale  # type: ignore[operator,return-value]
+        return 168 * HOUR_MS
+
+    def roll_ms(self) -> int:
+        value = self.get("log.roll.ms")
+        return value if value is not None else self.int("log.roll.hours") * HOUR_MS  # type: ignore[return-value]
+
+    def topic_defaults(self) -> dict[str, str]:
+        """The default of every topic config, as strings, derived from broker properties."""
+        flush_ms = self.get("log.flush.interval.ms")
+        return {
+            "cleanup.policy": str(self.get("log.cleanup.policy")),
+            "compression.type": str(self.get("compression.type")),
+            "retention.ms": str(self.retention_ms()),
+            "retention.bytes": str(self.int("log.retention.bytes")),
+            "segment.bytes": str(self.int("log.segment.bytes")),
+            "segment.ms": str(self.roll_ms()),
+            "segment.index.bytes": "10485760",
+            "index.interval.bytes": str(self.int("log.index.interval.bytes")),
+            "max.message.bytes": str(self.int("message.max.bytes")),
+            "message.timestamp.type": str(self.get("log.message.timestamp.type")),
+            "flush.messages": str(self.int("log.flush.interval.messages")),
+            "flush.ms": str(flush_ms if flush_ms is not None else LONG_MAX),
+            "min.insync.replicas": str(self.int("min.insync.replicas")),
+        }
+
+
+def _topic_int(minimum: int) -> Callable[[str], bool]:
+    def check(value: str) -> bool:
+        try:
+            return int(value) >= minimum
+        except ValueError:
+            return False
+
+    return check
+
+
+# Topic-level configs: name -> validator of the string value.
+TOPIC_CONFIGS: dict[str, Callable[[str], bool]] = {
+    "cleanup.policy": lambda v: set(v.replace(" ", "").split(",")) <= {"delete", "compact"} and v != "",
+    # Only "producer" is honoured: the broker stores batches as produced and never recompresses.
+    "compression.type": lambda v: v == "producer",
+    "retention.ms": _topic_int(-1),
+    "retention.bytes": _topic_int(-1),
+    "segment.bytes": _topic_int(14),
+    "segment.ms": _topic_int(1),
+    "segment.index.bytes": _topic_int(4),
+    "index.interval.bytes": _topic_int(0),
+    "max.message.bytes": _topic_int(0),
+    "message.timestamp.type": lambda v: v in ("CreateTime", "LogAppendTime"),
+    "flush.messages": _topic_int(1),
+    "flush.ms": _topic_int(0),
+    "min.insync.replicas": _topic_int(1),
+    "delete.retention.ms": _topic_int(0),
+    "file.delete.delay.ms": _topic_int(0),
+    "min.compaction.lag.ms": _topic_int(0),
+    "max.compaction.lag.ms": _topic_int(1),
+    "min.cleanable.dirty.ratio": lambda v: _is_ratio(v),
+    "message.timestamp.difference.max.ms": _topic_int(0),
+    "message.timestamp.before.max.ms": _topic_int(0),
+    "message.timestamp.after.max.ms": _topic_int(0),
+    "preallocate": lambda v: v in ("true", "false"),
+    "unclean.leader.election.enable": lambda v: v in ("true", "false"),
+    "message.downconversion.enable": lambda v: v in ("true", "false"),
+}
+
+
+def _is_ratio(value: str) -> bool:
+    try:
+        return 0.0 <= float(value) <= 1.0
+    except ValueError:
+        return False
+
+
+def validate_topic_config(name: str, value: str | None) -> str | None:
+    """Return an error message for a bad topic config, or None when it is acceptable."""
+    check = TOPIC_CONFIGS.get(name)
+    if check is None:
+        return f"Unknown topic config name: {name}"
+    if value is None or not check(value):
+        return f"Invalid value {value} for configuration {name}"
+    return None
+
+
+def log_config_for(effective: dict[str, str]) -> LogConfig:
+    """Map a topic's effective configs (defaults merged with overrides) onto the storage layer's LogConfig."""
+    flush_messages = int(effective["flush.messages"])
+    flush_ms = int(effective["flush.ms"])
+    return LogConfig(
+        segment_bytes=int(effective["segment.bytes"]),
+        segment_ms=int(effective["segment.ms"]),
+        index_interval_bytes=int(effective["index.interval.bytes"]),
+        retention_ms=int(effective["retention.ms"]),
+        retention_bytes=int(effective["retention.bytes"]),
+        flush_messages=None if flush_messages >= LONG_MAX else flush_messages,
+        flush_ms=None if flush_ms >= LONG_MAX else flush_ms,
+    )
+
+
+def read_properties(path: Path) -> dict[str, str]:
+    """Parse a Java-style .properties file (key=value or key: value, # and ! comments)."""
+    out: dict[str, str] = {}
+    for lineno, raw in enumerate(path.read_text().splitlines(), 1):
+        line = raw.strip()
+        if not line or line[0] in "#!":
+            continue
+        sep = min((i for i in (line.find("="), line.find(":")) if i >= 0), default=-1)
+        if sep < 0:
+            raise ConfigError(f"{path}:{lineno}: expected key=value")
+        out[line[:sep].strip()] = line[sep + 1:].strip()
+    return out

@@ -1,0 +1,126 @@
+"""Fixtures that start a real odradek broker process on a free loopback port.
+
+Tests never mock the broker: each gets a `BrokerProcess` whose bootstrap address real clients connect to.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Iterator
+
+import pytest
+
+READY_MARKER = "odradek: accepting connections on "
+START_TIMEOUT_S = 20.0
+
+
+def free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class BrokerProcess:
+    """One `odradek serve` process; restartable on the same port and data directory."""
+
+    def __init__(self, data_dir: Path, settings: dict[str, str] | None = None, port: int | None = None) -> None:
+        self.data_dir = data_dir
+        self.settings = dict(settings or {})
+        self.port = port or free_port()
+        self.proc: subprocess.Popen[str] | None = None
+        self.log_path = data_dir.parent / f"broker-{self.port}.log"
+
+    @property
+    def bootstrap(self) -> str:
+        return f"127.0.0.1:{self.port}"
+
+    def start(self) -> "BrokerProcess":
+        cmd = [sys.executable, "-m", "odradek", "serve", "--listen", self.bootstrap, "--data-dir", str(self.data_dir)]
+        for key, value in self.settings.items():
+            cmd += ["--set", f"{key}={value}"]
+        log = open(self.log_path, "a")
+        self.proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=log, text=True)
+        deadline = time.monotonic() + START_TIMEOUT_S
+        assert self.proc.stdout is not None
+        while time.monotonic() < deadline:
+            line = self.proc.stdout.readline()
+            if not line:
+                raise RuntimeError(f"broker exited with {self.proc.wait()}; log: {self.log_tail()}")
+            if line.startswith(READY_MARKER):
+                return self
+        raise RuntimeError(f"broker did not become ready; log: {self.log_tail()}")
+
+    def log_tail(self, n: int = 4000) -> str:
+        try:
+            return self.log_path.read_text()[-n:]
+        except OSError:
+            return ""
+
+    def stop(self, timeout: float = 15.0) -> int | None:
+        """Graceful stop (SIGTERM); returns the exit code."""
+        if self.proc is None:
+            return None
+        proc, self.proc = self.proc, None
+        if proc.poll() is None:
+            proc.send_signal(signal.SIGTERM)
+            try:
+                proc.wait(timeout)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+        return proc.returncode
+
+    def kill(self) -> None:
+        """Crash the broker with SIGKILL: nothing is flushed or closed."""
+        if self.proc is None:
+            return
+        proc, self.proc = self.proc, None
+        proc.send_signal(signal.SIGKILL)
+        proc.wait()
+
+    def restart(self) -> "BrokerProcess":
+        self.stop()
+        return self.start()
+
+    def is_running(self) -> bool:
+        return self.proc is not None and self.proc.poll() is None
+
+
+@pytest.fixture
+def broker_factory(tmp_path: Path) -> Iterator:
+    """Start brokers with custom settings: `broker_factory({"num.partitions": "3"})`."""
+    started: list[BrokerProcess] = []
+
+    def make(settings: dict[str, str] | None = None, name: str = "data") -> BrokerProcess:
+        b = BrokerProcess(tmp_path / name, settings)
+        started.append(b)
+        return b.start()
+
+    yield make
+    for b in started:
+        b.stop()
+
+
+@pytest.fixture(scope="module")
+def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
+    """A broker shared by the tests of one module (topics are named per test to keep them apart)."""
+    b = BrokerProcess(tmp_path_factory.mktemp("broker") / "data")
+    b.start()
+    yield b
+    b.stop()
+
+
+@pytest.fixture
+def topic_name(request: pytest.FixtureRequest) -> str:
+    """A topic name unique to the test, valid under Kafka's naming rules."""
+    base = request.node.name.replace("[", "-").replace("]", "").replace("/", "-")
+    return "t-" + "".join(c if c.isalnum() or c in "._-" else "-" for c in base)[:180]
+
+
+os.environ.setdefault("PYTHONUNBUFFERED", "1")
