@@ -55,6 +55,7 @@ class Broker:
         self.topics = TopicRegistry(data_dir)
         self.logs = LogManager(data_dir, log_config_for(config.topic_defaults()))
         self._waiters: dict[TopicPartition, set[asyncio.Future[None]]] = {}
+        self._last_retention_ms = 0
 
     # lifecycle ---------------------------------------------------------------------------------------
 
@@ -72,7 +73,11 @@ class Broker:
         self.logs.close()
 
     def tick(self) -> None:
-        self.logs.tick(now_ms())
+        now = now_ms()
+        retention_due = now - self._last_retention_ms >= self.config.int("log.retention.check.interval.ms")
+        if retention_due:
+            self._last_retention_ms = now
+        self.logs.tick(now, retention=retention_due)
 
     # topics ------------------------------------------------------------------------------------------
 

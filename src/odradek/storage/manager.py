@@ -148,11 +148,12 @@ class LogManager:
 
     # -- periodic work and shutdown ---------------------------------------------------------------------
 
-    def tick(self, now_ms: int) -> None:
-        """Retention and time-based flush for every log; one failing log does not stop the others."""
+    def tick(self, now_ms: int, *, retention: bool = True) -> None:
+        """Time-based flush and (when ``retention``) retention for every log; one failing log does not stop the others."""
         for key, plog in list(self._logs.items()):
             try:
-                plog.enforce_retention(now_ms)
+                if retention:
+                    plog.enforce_retention(now_ms)
                 plog.maybe_flush(now_ms)
             except Exception:
                 log.exception("periodic maintenance failed for %s-%d", *key)

@@ -1,0 +1,184 @@
+"""Broker behaviours driven end to end: retention, segment rolls, LogAppendTime topics, timestamp lookups,
+fetch long-poll wake-ups and the advertised ApiVersions ranges."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import pytest
+from confluent_kafka import Consumer, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient, NewTopic
+
+from odradek.protocol import codec
+from tests.interop.helpers import (
+    assert_delivered,
+    connect,
+    consume_messages,
+    consumer_config,
+    produce_messages,
+    producer_config,
+    read_frame,
+    wait_until,
+)
+
+
+def create_topic(bootstrap: str, name: str, partitions: int = 1, config: dict[str, str] | None = None) -> None:
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    futures = admin.create_topics([NewTopic(name, partitions, 1, config=config or {})], operation_timeout=10)
+    futures[name].result(timeout=15)
+
+
+def watermarks(bootstrap: str, topic: str, partition: int = 0) -> tuple[int, int]:
+    consumer = Consumer(consumer_config(bootstrap))
+    try:
+        return consumer.get_watermark_offsets(TopicPartition(topic, partition), timeout=10)
+    finally:
+        consumer.close()
+
+
+def request(bootstrap: str, api_key: int, version: int, body: dict) -> dict:
+    """One request over a raw socket, encoded and decoded with our codec."""
+    with connect(bootstrap) as sock:
+        sock.sendall(codec.encode_request(api_key, version, 1, "semantics-test", body))
+        correlation_id, response = codec.decode_response(api_key, version, read_frame(sock))
+        assert correlation_id == 1
+        return response
+
+
+@pytest.mark.timeout(60)
+def test_retention_by_time_and_segment_roll(broker_factory, topic_name):
+    b = broker_factory({"log.retention.check.interval.ms": "200"})
+    create_topic(b.bootstrap, topic_name, config={"segment.bytes": "1024", "retention.ms": "1000"})
+    old_ts = int(time.time() * 1000) - 60_000
+    # Old timestamps put the first segments past retention at once; the active segment always stays.
+    assert_delivered(produce_messages(b.bootstrap, topic_name, [
+        {"value": b"x" * 300, "partition": 0, "timestamp": old_ts} for _ in range(12)
+    ], config={"linger.ms": 0, "batch.num.messages": 1}))
+    low, high = watermarks(b.bootstrap, topic_name)
+    assert high == 12
+    low = wait_until(lambda: watermarks(b.bootstrap, topic_name)[0] or None, timeout=20, message="log start to advance")
+    assert 0 < low < 12
+    segments = sorted((b.data_dir / f"{topic_name}-0").glob("*.log"))
+    assert len(segments) >= 1 and int(segments[0].stem) == low
+    got = consume_messages(b.bootstrap, topic_name, 12 - low, offset=low)
+    assert [m.offset() for m in got] == list(range(low, 12))
+
+
+@pytest.mark.timeout(60)
+def test_segment_roll_by_time(broker_factory, topic_name):
+    b = broker_factory()
+    create_topic(b.bootstrap, topic_name, config={"segment.ms": "300"})
+    for i in range(3):
+        assert_delivered(produce_messages(b.bootstrap, topic_name, [{"value": b"v%d" % i, "partition": 0}]))
+        time.sleep(0.5)
+    segments = sorted((b.data_dir / f"{topic_name}-0").glob("*.log"))
+    assert len(segments) >= 2
+    got = consume_messages(b.bootstrap, topic_name, 3)
+    assert [m.value() for m in got] == [b"v0", b"v1", b"v2"]
+
+
+@pytest.mark.timeout(60)
+def test_log_append_time_topic(broker, topic_name):
+    create_topic(broker.bootstrap, topic_name, config={"message.timestamp.type": "LogAppendTime"})
+    before = int(time.time() * 1000)
+    assert_delivered(produce_messages(broker.bootstrap, topic_name, [
+        {"value": b"a", "partition": 0, "timestamp": 1000}, {"value": b"b", "partition": 0, "timestamp": 2000},
+    ]))
+    after = int(time.time() * 1000)
+    got = consume_messages(broker.bootstrap, topic_name, 2)
+    for m in got:
+        ts_type, ts = m.timestamp()
+        assert ts_type == 2  # TIMESTAMP_LOG_APPEND_TIME
+        assert before - 5 <= ts <= after + 5
+
+
+@pytest.mark.timeout(60)
+def test_list_offsets_max_timestamp_and_by_time(broker, topic_name):
+    create_topic(broker.bootstrap, topic_name)
+    stamps = [5000, 9000, 7000, 9000, 6000]
+    assert_delivered(produce_messages(broker.bootstrap, topic_name, [
+        {"value": b"%d" % i, "partition": 0, "timestamp": ts} for i, ts in enumerate(stamps)
+    ]))
+    response = request(broker.bootstrap, 2, 7, {"replica_id": -1, "topics": [{"name": topic_name, "partitions": [
+        {"partition_index": 0, "timestamp": -3}, ]}]})
+    part = response["topics"][0]["partitions"][0]
+    assert (part["error_code"], part["offset"], part["timestamp"]) == (0, 1, 9000)
+    response = request(broker.bootstrap, 2, 1, {"replica_id": -1, "topics": [{"name": topic_name, "partitions": [
+        {"partition_index": 0, "timestamp": 6500}]}]})
+    part = response["topics"][0]["partitions"][0]
+    assert (part["offset"], part["timestamp"]) == (1, 9000)
+    response = request(broker.bootstrap, 2, 0, {"replica_id": -1, "topics": [{"name": topic_name, "partitions": [
+        {"partition_index": 0, "timestamp": -1, "max_num_offsets": 1}]}]})
+    assert response["topics"][0]["partitions"][0]["old_style_offsets"] == [5]
+
+
+@pytest.mark.timeout(60)
+def test_fetch_long_poll_is_woken_by_produce(broker, topic_name):
+    create_topic(broker.bootstrap, topic_name)
+    consumer = Consumer(consumer_config(broker.bootstrap, **{"fetch.wait.max.ms": 10000}))
+    consumer.assign([TopicPartition(topic_name, 0, 0)])
+    received: list[bytes] = []
+
+    def consume() -> None:
+        deadline = time.monotonic() + 20
+        while not received and time.monotonic() < deadline:
+            msg = consumer.poll(0.5)
+            if msg is not None and msg.error() is None:
+                received.append(msg.value())
+
+    thread = threading.Thread(target=consume)
+    thread.start()
+    time.sleep(1.0)  # let the consumer park a fetch on the empty partition
+    producer = Producer(producer_config(broker.bootstrap))
+    producer.produce(topic_name, b"wake", partition=0)
+    producer.flush(10)
+    thread.join(25)
+    consumer.close()
+    assert received == [b"wake"]
+
+
+@pytest.mark.timeout(30)
+def test_fetch_v13_by_topic_id_and_unknown_id(broker, topic_name):
+    create_topic(broker.bootstrap, topic_name)
+    assert_delivered(produce_messages(broker.bootstrap, topic_name, [{"value": b"by-id", "partition": 0}]))
+    meta = request(broker.bootstrap, 3, 12, {"topics": [{"name": topic_name}]})
+    topic_id = meta["topics"][0]["topic_id"]
+    assert topic_id != bytes(16)
+    fetch = {"replica_id": -1, "max_wait_ms": 0, "min_bytes": 0, "max_bytes": 1 << 20, "topics": [
+        {"topic_id": topic_id, "partitions": [{"partition": 0, "fetch_offset": 0, "partition_max_bytes": 1 << 20}]},
+        {"topic_id": b"\x01" * 16, "partitions": [{"partition": 0, "fetch_offset": 0, "partition_max_bytes": 1 << 20}]},
+    ]}
+    response = request(broker.bootstrap, 1, 13, fetch)
+    known, unknown = response["responses"]
+    assert known["topic_id"] == topic_id
+    assert known["partitions"][0]["error_code"] == 0 and len(known["partitions"][0]["records"]) > 0
+    assert unknown["partitions"][0]["error_code"] == 100  # UNKNOWN_TOPIC_ID
+
+
+@pytest.mark.timeout(30)
+def test_api_versions_advertise_implemented_ranges(broker):
+    response = request(broker.bootstrap, 18, 3, {"client_software_name": "odradek-test", "client_software_version": "1"})
+    ranges = {k["api_key"]: (k["min_version"], k["max_version"]) for k in response["api_keys"]}
+    assert ranges[0] == (0, 11) and ranges[1] == (0, 17) and ranges[2] == (0, 9) and ranges[3] == (0, 12)
+    assert ranges[18] == (0, 4) and ranges[19] == (0, 7) and ranges[20] == (0, 6)
+    # librdkafka's feature detection needs these minimums at 0 (see docs/compatibility.md).
+    for key in (0, 1, 2, 10, 11, 12, 13, 14, 22):
+        if key in ranges:
+            assert ranges[key][0] == 0, key
+
+
+@pytest.mark.timeout(30)
+def test_create_topics_validate_only_creates_nothing(broker, topic_name):
+    response = request(broker.bootstrap, 19, 5, {"topics": [
+        {"name": topic_name, "num_partitions": 3, "replication_factor": 1,
+         "configs": [{"name": "retention.ms", "value": "1234"}]}], "validate_only": True, "timeout_ms": 5000})
+    result = response["topics"][0]
+    assert result["error_code"] == 0 and result["num_partitions"] == 3
+    assert {c["name"]: c["value"] for c in result["configs"]}["retention.ms"] == "1234"
+    meta = request(broker.bootstrap, 3, 4, {"topics": [{"name": topic_name}], "allow_auto_topic_creation": False})
+    assert meta["topics"][0]["error_code"] == 3  # UNKNOWN_TOPIC_OR_PARTITION
+    response = request(broker.bootstrap, 19, 5, {"topics": [
+        {"name": topic_name, "num_partitions": 1, "replication_factor": 1,
+         "configs": [{"name": "no.such.config", "value": "1"}]}], "timeout_ms": 5000})
+    assert response["topics"][0]["error_code"] == 40  # INVALID_CONFIG
