@@ -236,3 +236,25 @@ def read_properties(path: Path) -> dict[str, str]:
             raise ConfigError(f"{path}:{lineno}: expected key=value")
         out[line[:sep].strip()] = line[sep + 1:].strip()
     return out
+
+
+# DescribeConfigs v3+ config types: 1 BOOLEAN, 2 STRING, 3 INT, 5 LONG, 6 DOUBLE, 7 LIST.
+CONFIG_TYPE_BOOLEAN, CONFIG_TYPE_STRING, CONFIG_TYPE_INT, CONFIG_TYPE_LONG, CONFIG_TYPE_DOUBLE, CONFIG_TYPE_LIST = 1, 2, 3, 5, 6, 7
+TOPIC_CONFIG_TYPES: dict[str, int] = {
+    "cleanup.policy": CONFIG_TYPE_LIST,
+    "compression.type": CONFIG_TYPE_STRING,
+    "message.timestamp.type": CONFIG_TYPE_STRING,
+    "segment.bytes": CONFIG_TYPE_INT,
+    "segment.index.bytes": CONFIG_TYPE_INT,
+    "index.interval.bytes": CONFIG_TYPE_INT,
+    "max.message.bytes": CONFIG_TYPE_INT,
+    "min.insync.replicas": CONFIG_TYPE_INT,
+    "min.cleanable.dirty.ratio": CONFIG_TYPE_DOUBLE,
+    "preallocate": CONFIG_TYPE_BOOLEAN,
+    "unclean.leader.election.enable": CONFIG_TYPE_BOOLEAN,
+    "message.downconversion.enable": CONFIG_TYPE_BOOLEAN,
+}  # every other topic config is a LONG
+
+
+def topic_config_type(name: str) -> int:
+    return TOPIC_CONFIG_TYPES.get(name, CONFIG_TYPE_LONG)

@@ -101,6 +101,17 @@ class Broker:
         log.info("created topic %s with %d partitions", name, partitions)
         return topic
 
+    def alter_topic_configs(self, name: str, overrides: dict[str, str]) -> Topic:
+        topic = self.topics.set_configs(name, overrides)
+        self._configure_logs(topic)
+        return topic
+
+    def add_partitions(self, name: str, count: int) -> Topic:
+        topic = self.topics.set_partition_count(name, count)
+        self._configure_logs(topic)
+        log.info("topic %s now has %d partitions", name, count)
+        return topic
+
     def delete_topic(self, name: str) -> None:
         self.topics.delete(name)
         self.logs.delete_topic(name)

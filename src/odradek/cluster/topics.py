@@ -115,6 +115,21 @@ class TopicRegistry:
         self._save()
         return topic
 
+    def set_configs(self, name: str, configs: dict[str, str]) -> Topic:
+        """Replace a topic's config overrides."""
+        topic = self._by_name[name]
+        topic.configs = dict(configs)
+        self._save()
+        return topic
+
+    def set_partition_count(self, name: str, partitions: int) -> Topic:
+        topic = self._by_name[name]
+        if partitions < topic.partitions:
+            raise ValueError("the partition count of a topic can only grow")
+        topic.partitions = partitions
+        self._save()
+        return topic
+
     def delete(self, name: str) -> Topic | None:
         topic = self._by_name.pop(name, None)
         if topic is not None:

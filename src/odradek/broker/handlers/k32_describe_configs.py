@@ -1,0 +1,112 @@
+"""DescribeConfigs (key 32), versions 0-4.
+
+Resources: TOPIC (2) lists every topic config with its effective value — overrides as
+DYNAMIC_TOPIC_CONFIG (source 1), values set in server.properties/--set as STATIC_BROKER_CONFIG (4), the
+rest DEFAULT_CONFIG (5) — and, with `include_synonyms` (v1+), the broker property behind each default.
+BROKER (4) with this node's id (or "" for cluster defaults) lists the broker properties odradek knows.
+`configuration_keys` filters by name. Unknown topic → UNKNOWN_TOPIC_OR_PARTITION; another node id or an
+unsupported resource type → INVALID_REQUEST. Config types are reported from v3.
+Gaps: no documentation strings (`include_documentation` returns null); BROKER_LOGGER (8) is not supported.
+"""
+
+from odradek.broker.core import RequestContext
+from odradek.broker.registry import handler
+from odradek.config import BROKER_PROPERTIES, topic_config_type
+from odradek.protocol.api_keys import ApiKey
+from odradek.protocol.errors import ErrorCode
+
+RESOURCE_TOPIC, RESOURCE_BROKER = 2, 4
+SOURCE_DYNAMIC_TOPIC, SOURCE_STATIC_BROKER, SOURCE_DEFAULT = 1, 4, 5
+
+# The broker property each topic config falls back to (reported as its synonym).
+TOPIC_SYNONYMS = {
+    "cleanup.policy": "log.cleanup.policy",
+    "compression.type": "compression.type",
+    "retention.ms": "log.retention.ms",
+    "retention.bytes": "log.retention.bytes",
+    "segment.bytes": "log.segment.bytes",
+    "segment.ms": "log.roll.ms",
+    "index.interval.bytes": "log.index.interval.bytes",
+    "max.message.bytes": "message.max.bytes",
+    "message.timestamp.type": "log.message.timestamp.type",
+    "flush.messages": "log.flush.interval.messages",
+    "flush.ms": "log.flush.interval.ms",
+    "min.insync.replicas": "min.insync.replicas",
+}
+
+
+@handler(ApiKey.DESCRIBE_CONFIGS, 0, 4)
+def describe_configs(ctx: RequestContext, request: dict) -> dict:
+    results = []
+    for resource in request["resources"]:
+        kind, name = resource["resource_type"], resource["resource_name"]
+        result = {"error_code": 0, "error_message": None, "resource_type": kind, "resource_name": name, "configs": []}
+        if kind == RESOURCE_TOPIC:
+            topic = ctx.broker.topics.get(name)
+            if topic is None:
+                result.update(error_code=ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+                              error_message=f"Topic {name} does not exist")
+            else:
+                result["configs"] = _topic_configs(ctx, topic, resource["configuration_keys"], request["include_synonyms"])
+        elif kind == RESOURCE_BROKER and name in ("", str(ctx.broker.node_id)):
+            result["configs"] = _broker_configs(ctx, resource["configuration_keys"])
+        else:
+            result.update(error_code=ErrorCode.INVALID_REQUEST,
+                          error_message=f"Unsupported resource type {kind} or name {name!r}")
+        results.append(result)
+    return {"throttle_time_ms": 0, "results": results}
+
+
+def _wanted(request_keys: list[str] | None, name: str) -> bool:
+    return request_keys is None or not request_keys or name in request_keys
+
+
+def _topic_configs(ctx: RequestContext, topic, keys: list[str] | None, include_synonyms: bool) -> list[dict]:
+    broker_raw = ctx.broker.config.raw
+    out = []
+    for name, value in sorted(ctx.broker.effective_configs(topic).items()):
+        if not _wanted(keys, name):
+            continue
+        synonym = TOPIC_SYNONYMS.get(name)
+        if name in topic.configs:
+            source = SOURCE_DYNAMIC_TOPIC
+        elif synonym in broker_raw:
+            source = SOURCE_STATIC_BROKER
+        else:
+            source = SOURCE_DEFAULT
+        synonyms = []
+        if include_synonyms:
+            if name in topic.configs:
+                synonyms.append({"name": name, "value": value, "source": SOURCE_DYNAMIC_TOPIC})
+            if synonym is not None:
+                synonyms.append({"name": synonym, "value": broker_raw.get(synonym, value),
+                                 "source": SOURCE_STATIC_BROKER if synonym in broker_raw else SOURCE_DEFAULT})
+        out.append(_entry(name, value, source, topic_config_type(name), synonyms))
+    return out
+
+
+def _broker_configs(ctx: RequestContext, keys: list[str] | None) -> list[dict]:
+    config = ctx.broker.config
+    out = []
+    for name in sorted(BROKER_PROPERTIES):
+        if not _wanted(keys, name):
+            continue
+        value = config.get(name)
+        text = None if value is None else str(value).lower() if isinstance(value, bool) else str(value)
+        source = SOURCE_STATIC_BROKER if name in config.raw else SOURCE_DEFAULT
+        out.append(_entry(name, text, source, 2, []))
+    return out
+
+
+def _entry(name: str, value: str | None, source: int, config_type: int, synonyms: list[dict]) -> dict:
+    return {
+        "name": name,
+        "value": value,
+        "read_only": False,
+        "config_source": source,
+        "is_default": source == SOURCE_DEFAULT,
+        "is_sensitive": False,
+        "synonyms": synonyms,
+        "config_type": config_type,
+        "documentation": None,
+    }

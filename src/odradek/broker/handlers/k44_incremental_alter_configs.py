@@ -1,0 +1,52 @@
+"""IncrementalAlterConfigs (key 44), versions 0-1.
+
+Per-key operations on a topic's overrides: SET (0), DELETE (1, back to the default), APPEND (2) and
+SUBTRACT (3) for list configs (`cleanup.policy`). The result is validated as a whole (INVALID_CONFIG) and
+applied atomically; `validate_only` changes nothing. A non-list config with APPEND/SUBTRACT or an unknown
+operation → INVALID_CONFIG / INVALID_REQUEST. Broker resources → INVALID_REQUEST.
+"""
+
+from odradek.broker.core import RequestContext
+from odradek.broker.registry import handler
+from odradek.broker.topic_configs import apply_overrides, resource_error, response_entry
+from odradek.config import CONFIG_TYPE_LIST, topic_config_type
+from odradek.protocol.api_keys import ApiKey
+from odradek.protocol.errors import ErrorCode
+
+SET, DELETE, APPEND, SUBTRACT = 0, 1, 2, 3
+
+
+@handler(ApiKey.INCREMENTAL_ALTER_CONFIGS, 0, 1)
+def incremental_alter_configs(ctx: RequestContext, request: dict) -> dict:
+    responses = []
+    for resource in request["resources"]:
+        problem = resource_error(ctx, resource)
+        if problem is None:
+            problem = _alter(ctx, resource, request["validate_only"])
+        responses.append(response_entry(resource, *problem))
+    return {"throttle_time_ms": 0, "responses": responses}
+
+
+def _alter(ctx: RequestContext, resource: dict, validate_only: bool) -> tuple[int, str | None]:
+    topic = ctx.broker.topics.get(resource["resource_name"])
+    effective = ctx.broker.effective_configs(topic)
+    overrides = dict(topic.configs)
+    for change in resource["configs"]:
+        name, op, value = change["name"], change["config_operation"], change["value"]
+        if op == SET:
+            overrides[name] = value
+        elif op == DELETE:
+            overrides.pop(name, None)
+        elif op in (APPEND, SUBTRACT):
+            if topic_config_type(name) != CONFIG_TYPE_LIST:
+                return ErrorCode.INVALID_CONFIG, f"Config {name} is not a list; APPEND/SUBTRACT do not apply"
+            current = [v for v in overrides.get(name, effective.get(name, "")).split(",") if v]
+            given = [v for v in (value or "").split(",") if v]
+            if op == APPEND:
+                current += [v for v in given if v not in current]
+            else:
+                current = [v for v in current if v not in given]
+            overrides[name] = ",".join(current)
+        else:
+            return ErrorCode.INVALID_REQUEST, f"Unknown config operation {op}"
+    return apply_overrides(ctx, topic.name, overrides, validate_only)

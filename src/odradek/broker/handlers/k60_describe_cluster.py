@@ -1,0 +1,30 @@
+"""DescribeCluster (key 60), versions 0-1.
+
+The single node is the whole cluster and its controller. v1 `endpoint_type` 1 (brokers) is answered;
+2 (controllers) → UNSUPPORTED_ENDPOINT_TYPE, as a broker listener does in Kafka. Authorized operations
+are not computed (the "not requested" sentinel is returned).
+"""
+
+from odradek.broker.core import RequestContext
+from odradek.broker.registry import handler
+from odradek.protocol.api_keys import ApiKey
+from odradek.protocol.errors import ErrorCode
+
+ENDPOINT_BROKERS = 1
+
+
+@handler(ApiKey.DESCRIBE_CLUSTER, 0, 1)
+def describe_cluster(ctx: RequestContext, request: dict) -> dict:
+    broker = ctx.broker
+    if ctx.api_version >= 1 and request["endpoint_type"] != ENDPOINT_BROKERS:
+        return {"error_code": ErrorCode.UNSUPPORTED_ENDPOINT_TYPE, "error_message": "Only broker endpoints are served",
+                "endpoint_type": request["endpoint_type"], "cluster_id": broker.topics.cluster_id}
+    return {
+        "throttle_time_ms": 0,
+        "error_code": 0,
+        "error_message": None,
+        "endpoint_type": ENDPOINT_BROKERS,
+        "cluster_id": broker.topics.cluster_id,
+        "controller_id": broker.node_id,
+        "brokers": [{"broker_id": broker.node_id, "host": broker.advertised_host, "port": broker.advertised_port, "rack": None}],
+    }

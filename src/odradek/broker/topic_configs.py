@@ -1,0 +1,40 @@
+"""Validate-and-apply for topic config changes, shared by AlterConfigs and IncrementalAlterConfigs.
+
+Both APIs compute a topic's new set of overrides differently (replace all vs. per-key operations) and then
+go through `apply_overrides`, so validation and persistence have one implementation.
+"""
+
+from __future__ import annotations
+
+from odradek.broker.core import RequestContext
+from odradek.config import validate_topic_config
+from odradek.protocol.errors import ErrorCode
+
+RESOURCE_TOPIC, RESOURCE_BROKER = 2, 4
+
+
+def resource_error(ctx: RequestContext, resource: dict) -> tuple[int, str] | None:
+    """Why a resource cannot be altered, or None for an existing topic."""
+    kind, name = resource["resource_type"], resource["resource_name"]
+    if kind == RESOURCE_BROKER:
+        return ErrorCode.INVALID_REQUEST, "Dynamic broker configs are not supported; set them at start-up"
+    if kind != RESOURCE_TOPIC:
+        return ErrorCode.INVALID_REQUEST, f"Unsupported resource type {kind}"
+    if ctx.broker.topics.get(name) is None:
+        return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"Topic {name} does not exist"
+    return None
+
+
+def apply_overrides(ctx: RequestContext, topic_name: str, overrides: dict[str, str], validate_only: bool) -> tuple[int, str | None]:
+    for name, value in overrides.items():
+        problem = validate_topic_config(name, value)
+        if problem:
+            return ErrorCode.INVALID_CONFIG, problem
+    if not validate_only:
+        ctx.broker.alter_topic_configs(topic_name, overrides)
+    return ErrorCode.NONE, None
+
+
+def response_entry(resource: dict, error: int, message: str | None) -> dict:
+    return {"error_code": error, "error_message": message,
+            "resource_type": resource["resource_type"], "resource_name": resource["resource_name"]}
