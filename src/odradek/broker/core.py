@@ -33,6 +33,10 @@ log = logging.getLogger(__name__)
 
 TopicPartition = tuple[str, int]
 
+# A single node never changes leader, so every partition stays in leader epoch 0: Metadata reports it,
+# produced batches are stamped with it, and OffsetForLeaderEpoch answers for it.
+LEADER_EPOCH = 0
+
 
 @dataclass
 class RequestContext:

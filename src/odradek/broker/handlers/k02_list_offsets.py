@@ -9,7 +9,7 @@ v0 answers with `old_style_offsets` (one offset; `max_num_offsets` beyond 1 is n
 Gaps: isolation level makes no difference yet (no transactions: LSO = high watermark).
 """
 
-from odradek.broker.core import RequestContext
+from odradek.broker.core import LEADER_EPOCH, RequestContext
 from odradek.broker.registry import handler
 from odradek.protocol.api_keys import ApiKey
 from odradek.protocol.errors import ErrorCode
@@ -17,7 +17,6 @@ from odradek.records.codec import record_timestamps
 from odradek.storage.log import PartitionLog
 
 LATEST, EARLIEST, MAX_TIMESTAMP, EARLIEST_LOCAL, LATEST_TIERED = -1, -2, -3, -4, -5
-LEADER_EPOCH = 0
 
 
 @handler(ApiKey.LIST_OFFSETS, 0, 9)

@@ -8,14 +8,13 @@ than the LEADER_NOT_AVAILABLE a multi-node Kafka returns while the controller wo
 Gaps: authorized operations are not computed (the "not requested" sentinel is returned).
 """
 
-from odradek.broker.core import RequestContext
+from odradek.broker.core import LEADER_EPOCH, RequestContext
 from odradek.broker.registry import handler
 from odradek.cluster.topics import Topic, topic_name_error
 from odradek.protocol.api_keys import ApiKey
 from odradek.protocol.errors import ErrorCode
 
 ZERO_UUID = bytes(16)
-LEADER_EPOCH = 0
 
 
 @handler(ApiKey.METADATA, 0, 12)
