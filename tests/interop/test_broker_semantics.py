@@ -182,3 +182,18 @@ def test_create_topics_validate_only_creates_nothing(broker, topic_name):
         {"name": topic_name, "num_partitions": 1, "replication_factor": 1,
          "configs": [{"name": "no.such.config", "value": "1"}]}], "timeout_ms": 5000})
     assert response["topics"][0]["error_code"] == 40  # INVALID_CONFIG
+
+
+@pytest.mark.timeout(30)
+def test_offset_for_leader_epoch(broker, topic_name):
+    create_topic(broker.bootstrap, topic_name)
+    assert_delivered(produce_messages(broker.bootstrap, topic_name, [{"value": b"e", "partition": 0}] * 3))
+    body = {"replica_id": -1, "topics": [{"topic": topic_name, "partitions": [
+        {"partition": 0, "current_leader_epoch": 0, "leader_epoch": 0},
+        {"partition": 0, "current_leader_epoch": 0, "leader_epoch": 5},
+        {"partition": 0, "current_leader_epoch": 3, "leader_epoch": 0},
+        {"partition": 9, "current_leader_epoch": -1, "leader_epoch": 0},
+    ]}]}
+    parts = request(broker.bootstrap, 23, 4, body)["topics"][0]["partitions"]
+    assert [(p["error_code"], p["leader_epoch"], p["end_offset"]) for p in parts] == [
+        (0, 0, 3), (0, -1, -1), (75, -1, -1), (3, -1, -1)]

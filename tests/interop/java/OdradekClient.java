@@ -1,0 +1,195 @@
+import java.nio.charset.StandardCharsets;
+import java.time.Duration;
+import java.util.ArrayList;
+import java.util.Collections;
+import java.util.List;
+import java.util.Properties;
+import java.util.concurrent.Future;
+import java.util.concurrent.TimeUnit;
+
+import org.apache.kafka.clients.consumer.ConsumerRecord;
+import org.apache.kafka.clients.consumer.ConsumerRecords;
+import org.apache.kafka.clients.consumer.KafkaConsumer;
+import org.apache.kafka.clients.producer.KafkaProducer;
+import org.apache.kafka.clients.producer.ProducerRecord;
+import org.apache.kafka.clients.producer.RecordMetadata;
+import org.apache.kafka.common.TopicPartition;
+import org.apache.kafka.common.header.Header;
+import org.apache.kafka.common.serialization.ByteArrayDeserializer;
+import org.apache.kafka.common.serialization.StringSerializer;
+
+/**
+ * Minimal Kafka Java client harness for odradek interop tests.
+ *
+ *   produce BOOT TOPIC N [acks] [compression] [prefix]
+ *       sends N records to partition 0 (key "key-i", value VALUE(prefix, i), header "idx"="i")
+ *       and prints one acked offset per line, in send order. Idempotence is off.
+ *   produce-default BOOT TOPIC N [partitions] [prefix]
+ *       the producer with its DEFAULT settings (idempotence on, acks=all, retries, 5 in flight); only
+ *       timeouts and linger are set. Record i goes to partition i % partitions (key "key-i", value
+ *       VALUE(prefix, i), header "idx"="i"); prints "partition\toffset" per record, in send order.
+ *   consume BOOT TOPIC PARTITION N [timeoutMs] [startOffset] [maxPartitionFetchBytes] [isolationLevel]
+ *       assigns TOPIC/PARTITION, seeks to the beginning (or to startOffset when >= 0), reads N records and prints
+ *       "offset\tkey\tvalue\ttimestamp\theaders" per record (key "<null>" when absent,
+ *       headers as "k=v,k=v"). Exit code 3 if fewer than N records arrived in time.
+ *
+ * Values must stay in sync with java_value() in test_java.py.
+ */
+public final class OdradekClient {
+
+    static String value(String prefix, int i) {
+        StringBuilder sb = new StringBuilder(prefix).append("value-").append(i).append('-');
+        for (int j = 0; j < i % 20; j++) {
+            sb.append("abc");
+        }
+        return sb.toString();
+    }
+
+    public static void main(String[] args) throws Exception {
+        if (args.length < 1) {
+            usage();
+        }
+        switch (args[0]) {
+            case "produce":
+                if (args.length < 4) usage();
+                produce(args[1], args[2], Integer.parseInt(args[3]),
+                        args.length > 4 ? args[4] : "all",
+                        args.length > 5 ? args[5] : "none",
+                        args.length > 6 ? args[6] : "");
+                break;
+            case "produce-default":
+                if (args.length < 4) usage();
+                produceDefault(args[1], args[2], Integer.parseInt(args[3]),
+                        args.length > 4 ? Integer.parseInt(args[4]) : 1,
+                        args.length > 5 ? args[5] : "");
+                break;
+            case "consume":
+                if (args.length < 5) usage();
+                consume(args[1], args[2], Integer.parseInt(args[3]), Integer.parseInt(args[4]),
+                        args.length > 5 ? Long.parseLong(args[5]) : 60000L,
+                        args.length > 6 ? Long.parseLong(args[6]) : -1L,
+                        args.length > 7 ? Integer.parseInt(args[7]) : -1,
+                        args.length > 8 ? args[8] : "read_uncommitted");
+                break;
+            default:
+                usage();
+        }
+    }
+
+    static void usage() {
+        System.err.println("usage: produce BOOT TOPIC N [acks] [compression] [prefix]"
+                + " | produce-default BOOT TOPIC N [partitions] [prefix]"
+                + " | consume BOOT TOPIC PARTITION N [timeoutMs] [startOffset] [maxPartitionFetchBytes] [isolationLevel]");
+        System.exit(2);
+    }
+
+    static void produce(String boot, String topic, int n, String acks, String compression, String prefix)
+            throws Exception {
+        Properties p = new Properties();
+        p.put("bootstrap.servers", boot);
+        p.put("enable.idempotence", "false");
+        p.put("acks", acks);
+        p.put("compression.type", compression);
+        p.put("linger.ms", "5");
+        p.put("max.block.ms", "30000");
+        p.put("request.timeout.ms", "20000");
+        p.put("delivery.timeout.ms", "45000");
+        p.put("retries", "3");
+        p.put("max.in.flight.requests.per.connection", "1");
+        p.put("key.serializer", StringSerializer.class.getName());
+        p.put("value.serializer", StringSerializer.class.getName());
+        List<Future<RecordMetadata>> futures = new ArrayList<>(n);
+        try (KafkaProducer<String, String> producer = new KafkaProducer<>(p)) {
+            for (int i = 0; i < n; i++) {
+                ProducerRecord<String, String> rec =
+                        new ProducerRecord<>(topic, 0, "key-" + i, value(prefix, i));
+                rec.headers().add("idx", Integer.toString(i).getBytes(StandardCharsets.UTF_8));
+                futures.add(producer.send(rec));
+            }
+            producer.flush();
+            for (Future<RecordMetadata> f : futures) {
+                RecordMetadata md = f.get(45, TimeUnit.SECONDS);
+                System.out.println(md.offset());
+            }
+        }
+        System.out.flush();
+    }
+
+    static void produceDefault(String boot, String topic, int n, int partitions, String prefix) throws Exception {
+        Properties p = new Properties();
+        p.put("bootstrap.servers", boot);
+        p.put("linger.ms", "5");
+        p.put("max.block.ms", "30000");
+        p.put("request.timeout.ms", "20000");
+        p.put("delivery.timeout.ms", "45000");
+        p.put("key.serializer", StringSerializer.class.getName());
+        p.put("value.serializer", StringSerializer.class.getName());
+        List<Future<RecordMetadata>> futures = new ArrayList<>(n);
+        try (KafkaProducer<String, String> producer = new KafkaProducer<>(p)) {
+            for (int i = 0; i < n; i++) {
+                ProducerRecord<String, String> rec =
+                        new ProducerRecord<>(topic, i % partitions, "key-" + i, value(prefix, i));
+                rec.headers().add("idx", Integer.toString(i).getBytes(StandardCharsets.UTF_8));
+                futures.add(producer.send(rec));
+            }
+            producer.flush();
+            for (Future<RecordMetadata> f : futures) {
+                RecordMetadata md = f.get(45, TimeUnit.SECONDS);
+                System.out.println(md.partition() + "\t" + md.offset());
+            }
+        }
+        System.out.flush();
+    }
+
+    static String str(byte[] b) {
+        return b == null ? "<null>" : new String(b, StandardCharsets.UTF_8);
+    }
+
+    static void consume(String boot, String topic, int partition, int n, long timeoutMs, long startOffset,
+                        int maxPartitionFetchBytes, String isolationLevel) {
+        Properties p = new Properties();
+        p.put("bootstrap.servers", boot);
+        p.put("enable.auto.commit", "false");
+        p.put("auto.offset.reset", "earliest");
+        p.put("isolation.level", isolationLevel);
+        p.put("request.timeout.ms", "20000");
+        p.put("default.api.timeout.ms", "30000");
+        p.put("key.deserializer", ByteArrayDeserializer.class.getName());
+        p.put("value.deserializer", ByteArrayDeserializer.class.getName());
+        if (maxPartitionFetchBytes > 0) {
+            p.put("max.partition.fetch.bytes", Integer.toString(maxPartitionFetchBytes));
+            p.put("fetch.max.bytes", Integer.toString(maxPartitionFetchBytes));
+        }
+        int seen = 0;
+        long deadline = System.currentTimeMillis() + timeoutMs;
+        try (KafkaConsumer<byte[], byte[]> consumer = new KafkaConsumer<>(p)) {
+            TopicPartition tp = new TopicPartition(topic, partition);
+            consumer.assign(Collections.singletonList(tp));
+            if (startOffset >= 0) {
+                consumer.seek(tp, startOffset);
+            } else {
+                consumer.seekToBeginning(Collections.singletonList(tp));
+            }
+            int polls = 0;
+            while (seen < n && System.currentTimeMillis() < deadline && polls < 10000) {
+                polls++;
+                ConsumerRecords<byte[], byte[]> recs = consumer.poll(Duration.ofMillis(500));
+                for (ConsumerRecord<byte[], byte[]> r : recs) {
+                    StringBuilder hs = new StringBuilder();
+                    for (Header h : r.headers()) {
+                        if (hs.length() > 0) hs.append(',');
+                        hs.append(h.key()).append('=').append(str(h.value()));
+                    }
+                    System.out.println(r.offset() + "\t" + str(r.key()) + "\t" + str(r.value())
+                            + "\t" + r.timestamp() + "\t" + hs);
+                    seen++;
+                }
+            }
+        }
+        System.out.flush();
+        if (seen < n) {
+            System.err.println("consume: only " + seen + " of " + n + " records before timeout");
+            System.exit(3);
+        }
+    }
+}

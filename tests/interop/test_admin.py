@@ -1,0 +1,121 @@
+"""Admin APIs through confluent-kafka's AdminClient: configs, partitions, record deletion, cluster."""
+
+from __future__ import annotations
+
+import pytest
+from confluent_kafka import KafkaException, TopicPartition
+from confluent_kafka.admin import (
+    AdminClient,
+    AlterConfigOpType,
+    ConfigEntry,
+    ConfigResource,
+    NewPartitions,
+    NewTopic,
+    ResourceType,
+)
+
+from tests.interop.helpers import assert_delivered, consume_messages, produce_messages
+from tests.interop.test_broker_semantics import create_topic, request, watermarks
+
+
+def admin(bootstrap: str) -> AdminClient:
+    return AdminClient({"bootstrap.servers": bootstrap})
+
+
+def topic_configs(bootstrap: str, topic: str) -> dict:
+    client = admin(bootstrap)  # the client must outlive its futures
+    resource = ConfigResource(ResourceType.TOPIC, topic)
+    return client.describe_configs([resource])[resource].result(timeout=15)
+
+
+@pytest.mark.timeout(60)
+def test_describe_configs_reports_overrides_and_defaults(broker, topic_name):
+    create_topic(broker.bootstrap, topic_name, config={"retention.ms": "12345"})
+    configs = topic_configs(broker.bootstrap, topic_name)
+    assert configs["retention.ms"].value == "12345"
+    assert configs["retention.ms"].source == 1  # DYNAMIC_TOPIC_CONFIG
+    assert configs["cleanup.policy"].value == "delete"
+    assert configs["cleanup.policy"].is_default
+    assert configs["max.message.bytes"].value == "1048588"
+
+
+@pytest.mark.timeout(60)
+def test_describe_configs_unknown_topic_fails(broker, topic_name):
+    resource = ConfigResource(ResourceType.TOPIC, topic_name + "-missing")
+    with pytest.raises(KafkaException):
+        client = admin(broker.bootstrap)
+        client.describe_configs([resource])[resource].result(timeout=15)
+
+
+@pytest.mark.timeout(60)
+def test_incremental_alter_configs_set_delete_append(broker, topic_name):
+    create_topic(broker.bootstrap, topic_name, config={"retention.ms": "1000"})
+    resource = ConfigResource(ResourceType.TOPIC, topic_name, incremental_configs=[
+        ConfigEntry("retention.ms", None, incremental_operation=AlterConfigOpType.DELETE),
+        ConfigEntry("segment.bytes", "1048576", incremental_operation=AlterConfigOpType.SET),
+        ConfigEntry("cleanup.policy", "compact", incremental_operation=AlterConfigOpType.APPEND),
+    ])
+    client = admin(broker.bootstrap)
+    client.incremental_alter_configs([resource])[resource].result(timeout=15)
+    configs = topic_configs(broker.bootstrap, topic_name)
+    assert configs["retention.ms"].value == str(7 * 24 * 3600 * 1000)
+    assert configs["segment.bytes"].value == "1048576"
+    assert set(configs["cleanup.policy"].value.split(",")) == {"delete", "compact"}
+    # The change survives a restart of the broker (persisted in the topic registry).
+    broker.restart()
+    configs = topic_configs(broker.bootstrap, topic_name)
+    assert configs["segment.bytes"].value == "1048576"
+
+
+@pytest.mark.timeout(60)
+def test_alter_configs_rejects_bad_values(broker, topic_name):
+    create_topic(broker.bootstrap, topic_name)
+    resource = ConfigResource(ResourceType.TOPIC, topic_name, incremental_configs=[
+        ConfigEntry("retention.ms", "not-a-number", incremental_operation=AlterConfigOpType.SET)])
+    client = admin(broker.bootstrap)
+    with pytest.raises(KafkaException) as info:
+        client.incremental_alter_configs([resource])[resource].result(timeout=15)
+    assert info.value.args[0].code() == 40  # INVALID_CONFIG
+    # Legacy AlterConfigs replaces every override.
+    response = request(broker.bootstrap, 33, 1, {"resources": [{"resource_type": 2, "resource_name": topic_name,
+                                                                 "configs": [{"name": "retention.ms", "value": "777"}]}]})
+    assert response["responses"][0]["error_code"] == 0
+    assert topic_configs(broker.bootstrap, topic_name)["retention.ms"].value == "777"
+
+
+@pytest.mark.timeout(60)
+def test_create_partitions_grows_topic(broker, topic_name):
+    create_topic(broker.bootstrap, topic_name, partitions=2)
+    client = admin(broker.bootstrap)
+    client.create_partitions([NewPartitions(topic_name, 5)])[topic_name].result(timeout=15)
+    assert len(client.list_topics(topic_name, timeout=10).topics[topic_name].partitions) == 5
+    assert_delivered(produce_messages(broker.bootstrap, topic_name, [{"value": b"p4", "partition": 4}]))
+    assert [m.value() for m in consume_messages(broker.bootstrap, topic_name, 1, partition=4)] == [b"p4"]
+    with pytest.raises(KafkaException) as info:
+        client.create_partitions([NewPartitions(topic_name, 3)])[topic_name].result(timeout=15)
+    assert info.value.args[0].code() == 37  # INVALID_PARTITIONS
+
+
+@pytest.mark.timeout(60)
+def test_delete_records_moves_log_start(broker, topic_name):
+    create_topic(broker.bootstrap, topic_name)
+    assert_delivered(produce_messages(broker.bootstrap, topic_name, [{"value": b"%d" % i, "partition": 0} for i in range(10)]))
+    tp = TopicPartition(topic_name, 0, 6)
+    client = admin(broker.bootstrap)
+    result = client.delete_records([tp])[tp].result(timeout=15)
+    assert result.low_watermark == 6
+    assert watermarks(broker.bootstrap, topic_name) == (6, 10)
+    got = consume_messages(broker.bootstrap, topic_name, 4)
+    assert [m.offset() for m in got] == [6, 7, 8, 9]
+    broker.restart()
+    assert watermarks(broker.bootstrap, topic_name) == (6, 10)
+
+
+@pytest.mark.timeout(60)
+def test_describe_cluster(broker):
+    client = admin(broker.bootstrap)
+    cluster = client.describe_cluster().result(timeout=15)
+    assert cluster.cluster_id
+    assert [n.port for n in cluster.nodes] == [broker.port]
+    response = request(broker.bootstrap, 60, 1, {"endpoint_type": 1})
+    assert response["error_code"] == 0 and response["brokers"][0]["port"] == broker.port
