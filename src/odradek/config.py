@@ -67,7 +67,6 @@ BROKER_PROPERTIES: dict[str, Property] = {
         Property("delete.topic.enable", _parse_bool, True),
         Property("message.max.bytes", _parse_int, 1048588, _at_least(0)),
         Property("socket.request.max.bytes", _parse_int, 104857600, _at_least(1)),
-        Property("queued.max.requests", _parse_int, 500, _at_least(1)),
         Property("log.segment.bytes", _parse_int, 1 << 30, _at_least(14)),
         Property("log.roll.ms", _parse_int, None),
         Property("log.roll.hours", _parse_int, 168, _at_least(1)),

@@ -3,14 +3,13 @@
 Kafka frames are `int32 size` + `size` bytes. The size is checked against `socket.request.max.bytes`
 before anything is buffered for the frame, so a hostile 2 GiB prefix costs nothing but a closed socket.
 
-Requests on one connection may complete out of order (a Fetch long-polls while a Metadata answers at
-once), but Kafka requires responses in request order. Each request takes a slot in `_pending`; a slot is
-either the response bytes, None (no response: Produce acks=0), or a Future still running. Only the head
-of the queue is ever written, so a finished response waits behind an unfinished earlier one.
-
-Flow control: reading pauses when more than `max_queued` requests are in flight or the transport's write
-buffer is over its high-water mark, and resumes when the queue drops to half (hysteresis, so the socket
-does not flap between states on every request).
+A dispatched request yields the response bytes, None (no response: Produce acks=0), or a Future for a
+handler that waits. Kafka requires responses in request order; that holds because of flow control, which
+follows Kafka's channel muting: while a response is outstanding (a long-polling Fetch, a
+JoinGroup waiting for the group) or the transport's write buffer is over its high-water mark, no further
+request of that connection is dispatched and the socket is not read. Requests answered synchronously are
+written at once and never hold the connection, so pipelined produces flow freely, while a client that
+pipelines fetches and never reads the responses gets one response in memory, not hundreds.
 
 Not thread-safe; owned by the event loop.
 """
@@ -20,7 +19,6 @@ from __future__ import annotations
 import asyncio
 import logging
 import socket
-from collections import deque
 from typing import Protocol, Union
 
 log = logging.getLogger(__name__)
@@ -37,12 +35,11 @@ class Dispatcher(Protocol):
 
 
 class KafkaConnection(asyncio.Protocol):
-    def __init__(self, dispatcher: Dispatcher, max_request_bytes: int, max_queued: int) -> None:
+    def __init__(self, dispatcher: Dispatcher, max_request_bytes: int) -> None:
         self._dispatcher = dispatcher
         self._max_request_bytes = max_request_bytes
-        self._max_queued = max_queued
         self._buf = bytearray()
-        self._pending: deque[Slot] = deque()
+        self._outstanding: asyncio.Future[bytes | None] | None = None
         self._transport: asyncio.Transport | None = None
         self._reading_paused = False
         self._writing_paused = False
@@ -60,11 +57,19 @@ class KafkaConnection(asyncio.Protocol):
         self.peer = f"{peer[0]}:{peer[1]}" if peer else "?"
 
     def data_received(self, data: bytes) -> None:
+        self._buf += data
+        self._process_frames()
+
+    def _process_frames(self) -> None:
+        """Dispatch the whole frames in the buffer, stopping as soon as back-pressure applies.
+
+        Frames that arrived in one read stay buffered while a response is outstanding or the write side is
+        paused (see the module docstring).
+        """
         buf = self._buf
-        buf += data
         consumed = 0
         total = len(buf)
-        while total - consumed >= 4:
+        while total - consumed >= 4 and not self._over_limit():
             size = int.from_bytes(buf[consumed:consumed + 4], "big", signed=True)
             if size < 0 or size > self._max_request_bytes:
                 log.warning("closing %s: frame size %d outside 0..%d", self.peer, size, self._max_request_bytes)
@@ -81,10 +86,9 @@ class KafkaConnection(asyncio.Protocol):
             del buf[:consumed]
 
     def connection_lost(self, exc: Exception | None) -> None:
-        for slot in self._pending:
-            if isinstance(slot, asyncio.Future):
-                slot.cancel()
-        self._pending.clear()
+        if self._outstanding is not None:
+            self._outstanding.cancel()
+            self._outstanding = None
         self._transport = None
         self._buf = bytearray()
 
@@ -95,6 +99,8 @@ class KafkaConnection(asyncio.Protocol):
     def resume_writing(self) -> None:
         self._writing_paused = False
         self._update_reading()
+        if self._transport is not None and not self._over_limit():
+            self._process_frames()
 
     # ------------------------------------------------------------------------------------------------
 
@@ -118,51 +124,42 @@ class KafkaConnection(asyncio.Protocol):
             log.exception("closing %s: request handling failed", self.peer)
             self.close()
             return False
-        pending = self._pending
-        if not pending and not isinstance(slot, asyncio.Future):
-            if slot is not None and self._transport is not None:
-                self._transport.write(slot)
-            return self._transport is not None
-        pending.append(slot)
         if isinstance(slot, asyncio.Future):
-            slot.add_done_callback(self._on_slot_done)
-        self._update_reading()
-        return True
+            self._outstanding = slot
+            slot.add_done_callback(self._on_response_ready)
+            self._update_reading()
+        elif slot is not None and self._transport is not None:
+            self._transport.write(slot)
+        return self._transport is not None
 
-    def _on_slot_done(self, fut: asyncio.Future) -> None:
+    def _on_response_ready(self, fut: asyncio.Future) -> None:
+        self._outstanding = None
         if fut.cancelled():
             return
-        if fut.exception() is not None:
-            exc = fut.exception()
+        exc = fut.exception()
+        if exc is not None:
             if not isinstance(exc, CloseConnection):
                 log.error("closing %s: request handling failed", self.peer, exc_info=exc)
             self.close()
             return
-        self._flush_ready()
-
-    def _flush_ready(self) -> None:
-        pending = self._pending
-        transport = self._transport
-        while pending and transport is not None:
-            head = pending[0]
-            if isinstance(head, asyncio.Future):
-                if not head.done():
-                    break
-                head = head.result()
-            pending.popleft()
-            if head is not None:
-                transport.write(head)
+        response = fut.result()
+        if response is not None and self._transport is not None:
+            self._transport.write(response)
         self._update_reading()
+        if not self._over_limit() and self._buf:
+            self._process_frames()
+
+    def _over_limit(self) -> bool:
+        return self._writing_paused or self._outstanding is not None
 
     def _update_reading(self) -> None:
         transport = self._transport
         if transport is None:
             return
-        queued = len(self._pending)
-        if not self._reading_paused:
-            if self._writing_paused or queued > self._max_queued:
-                self._reading_paused = True
-                transport.pause_reading()
-        elif not self._writing_paused and queued <= self._max_queued // 2:
+        over = self._over_limit()
+        if over and not self._reading_paused:
+            self._reading_paused = True
+            transport.pause_reading()
+        elif not over and self._reading_paused:
             self._reading_paused = False
             transport.resume_reading()

@@ -19,11 +19,10 @@ TICK_INTERVAL_S = 1.0
 async def serve(broker: Broker, host: str, port: int) -> None:
     loop = asyncio.get_running_loop()
     max_request = broker.config.int("socket.request.max.bytes")
-    max_queued = broker.config.int("queued.max.requests")
     connections: set[KafkaConnection] = set()
 
     def make_connection() -> KafkaConnection:
-        conn = KafkaConnection(broker, max_request, max_queued)
+        conn = KafkaConnection(broker, max_request)
         connections.add(conn)
         return conn
 

@@ -23,7 +23,8 @@ from odradek.broker.registry import handler
 from odradek.protocol.api_keys import ApiKey
 from odradek.protocol.errors import ErrorCode
 from odradek.records import legacy
-from odradek.records.batch import InvalidRecordError, patch_leader_epoch, set_log_append_time, validate_v2
+from odradek.records.batch import InvalidRecordError, patch_leader_epoch, set_log_append_time
+from odradek.records.codec import validate_produced
 
 log = logging.getLogger(__name__)
 
@@ -80,7 +81,7 @@ def _append(ctx: RequestContext, topic_name: str, index: int, records) -> dict:
             raise InvalidRecordError(ErrorCode.INVALID_RECORD, f"Produce v{ctx.api_version} requires magic 2, got {magic}")
         else:
             buf = legacy.upconvert(records, now_ms=now_ms())
-        batches = validate_v2(buf, max_bytes)
+        batches = validate_produced(buf, max_bytes)
     except InvalidRecordError as exc:
         return _result(index, exc.error_code, str(exc))
     append_time = -1
