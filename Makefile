@@ -5,7 +5,7 @@ PY := $(VENV)/bin/python
 VENV_STAMP := $(VENV)/.odradek-installed
 SYSTEM_STAMP := $(VENV)/.odradek-system-deps
 
-.PHONY: install venv system-deps run test unit bench clean
+.PHONY: install venv system-deps run test unit bench bench-spark pipeline clean
 
 install: venv system-deps
 
@@ -14,7 +14,7 @@ venv: $(VENV_STAMP)
 $(VENV_STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) -m pip install --quiet -e '.[test,java]'
+	$(PY) -m pip install --quiet -e '.[test,java,spark]'
 	touch $@
 
 # kcat and a JDK for the interop tests (Debian packages; installed only where missing).
@@ -35,6 +35,14 @@ unit: venv
 
 bench: venv
 	$(PY) bench/throughput.py
+
+bench-spark: venv
+	$(PY) bench/spark_read.py
+
+# The clickstream PySpark pipeline against a running broker (`make run` in another shell).
+BOOTSTRAP ?= 127.0.0.1:9092
+pipeline: venv
+	$(VENV)/bin/odradek pipeline clickstream --bootstrap $(BOOTSTRAP)
 
 clean:
 	rm -rf $(VENV) data build *.egg-info src/*.egg-info

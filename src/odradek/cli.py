@@ -37,6 +37,10 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--set", type=parse_setting, action="append", default=[], metavar="KEY=VALUE",
                        help="a broker property, overriding the config file (repeatable)")
     serve.add_argument("--log-level", default="INFO")
+    pipeline = sub.add_parser("pipeline", help="run a shipped PySpark pipeline (needs the 'spark' extra)",
+                              add_help=False)
+    pipeline.add_argument("name", help="pipeline name: clickstream")
+    pipeline.add_argument("args", nargs=argparse.REMAINDER, help="the pipeline's options (NAME --help lists them)")
     return parser
 
 
@@ -72,4 +76,8 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     if args.command == "serve":
         return cmd_serve(args)
+    if args.command == "pipeline":
+        from odradek.pipelines import run_pipeline
+
+        return run_pipeline(args.name, args.args)
     return 2

@@ -1,0 +1,289 @@
+"""Clickstream pipeline: page-view events -> per-page counts in 1-minute event-time windows.
+
+    odradek pipeline clickstream --bootstrap 127.0.0.1:9092 [--master local[*]] [--rate 50] ...
+
+* A generator produces JSON page views `{"page": "/cart", "user": "u17", "ts": <ms>}` to `pageviews`
+  (key = user, record timestamp = event time), slightly out of order as real clicks are.
+* One streaming computation reads `pageviews` through `format("odradek")`, parses the events, sets a
+  watermark on event time and counts views per page and 1-minute window. Each window is emitted once,
+  when the watermark closes it (append mode), to two sinks:
+  - the topic `pageviews-per-minute` (key = page, value = JSON with window_start, window_end, page, count),
+    written exactly once with Kafka transactions when the broker supports them (`--exactly-once auto`);
+  - Parquet files under `--output` (Spark's file sink, exactly once through its own metadata log).
+  The sinks are two Spark queries over the same DataFrame, each with its own checkpoint under
+  `--checkpoint`, so each restarts from where it stopped.
+
+`--available-now` processes what is in the topic and stops (for batch-like runs and tests); otherwise the
+queries run with a processing-time trigger until Ctrl-C or `--duration`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import os
+import random
+import signal
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import Any, Iterable
+
+log = logging.getLogger("odradek.pipelines.clickstream")
+
+INPUT_TOPIC = "pageviews"
+OUTPUT_TOPIC = "pageviews-per-minute"
+PAGES = ["/", "/home", "/products", "/product/42", "/cart", "/checkout", "/search", "/about"]
+WEIGHTS = [20, 15, 12, 10, 8, 5, 9, 3]
+EVENT_SCHEMA = "page STRING, user STRING, ts LONG"
+WINDOW_MS = 60_000
+
+
+# ---------------------------------------------------------------------------------------------------
+# Events
+# ---------------------------------------------------------------------------------------------------
+
+
+def generate_events(count: int, start_ms: int, span_ms: int, seed: int = 7, disorder_ms: int = 10_000,
+                    users: int = 50) -> list[dict[str, Any]]:
+    """`count` page views spread over [start_ms, start_ms + span_ms), each up to `disorder_ms` early
+    (so arrival order is not event-time order), deterministic for a seed."""
+    rng = random.Random(seed)
+    events = []
+    for i in range(count):
+        ts = start_ms + (span_ms * i) // max(count, 1) - rng.randrange(0, disorder_ms + 1)
+        events.append({"page": rng.choices(PAGES, WEIGHTS)[0], "user": f"u{rng.randrange(users)}",
+                       "ts": max(ts, start_ms)})
+    return events
+
+
+def produce_events(bootstrap: str, events: Iterable[dict[str, Any]], topic: str = INPUT_TOPIC,
+                   rate: float | None = None, stop: threading.Event | None = None,
+                   client: dict[str, Any] | None = None) -> int:
+    """Produce events as JSON (at `rate` per second if given); returns how many were delivered."""
+    from confluent_kafka import Producer
+
+    delivered = 0
+    failed: list[str] = []
+
+    def on_delivery(err: Any, _msg: Any) -> None:
+        nonlocal delivered
+        if err is None:
+            delivered += 1
+        elif len(failed) < 5:
+            failed.append(str(err))
+
+    producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5, **(client or {})})
+    began = time.monotonic()
+    for n, event in enumerate(events):
+        if stop is not None and stop.is_set():
+            break
+        if rate:
+            wait = began + n / rate - time.monotonic()
+            if wait > 0:
+                time.sleep(wait)
+        while True:
+            try:
+                producer.produce(topic, key=event["user"].encode(), value=json.dumps(event).encode(),
+                                 timestamp=event["ts"], on_delivery=on_delivery)
+                break
+            except BufferError:
+                producer.poll(0.05)
+        producer.poll(0)
+    deadline = time.monotonic() + 60
+    while producer.flush(1.0) and time.monotonic() < deadline:
+        pass
+    if failed:
+        raise RuntimeError(f"page views not delivered: {failed}")
+    return delivered
+
+
+def live_events(rate: float, seed: int = 7) -> Iterable[dict[str, Any]]:
+    """An endless stream of page views stamped with the current time (a little out of order)."""
+    rng = random.Random(seed)
+    while True:
+        now = int(time.time() * 1000)
+        yield {"page": rng.choices(PAGES, WEIGHTS)[0], "user": f"u{rng.randrange(50)}",
+               "ts": now - rng.randrange(0, 5_000)}
+
+
+def expected_counts(events: Iterable[dict[str, Any]], watermark_ms: int) -> dict[tuple[int, str], int]:
+    """Counts per (window start ms, page) for the windows the watermark has closed, computed in plain
+    Python: the reference the pipeline is checked against."""
+    events = list(events)
+    if not events:
+        return {}
+    closed_before = max(e["ts"] for e in events) - watermark_ms
+    out: dict[tuple[int, str], int] = {}
+    for e in events:
+        start = e["ts"] - e["ts"] % WINDOW_MS
+        if start + WINDOW_MS <= closed_before:
+            out[(start, e["page"])] = out.get((start, e["page"]), 0) + 1
+    return out
+
+
+# ---------------------------------------------------------------------------------------------------
+# Spark
+# ---------------------------------------------------------------------------------------------------
+
+
+def spark_session(master: str = "local[*]", app_name: str = "odradek-clickstream", extra: dict[str, str] | None = None) -> Any:
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
+    from pyspark.sql import SparkSession
+
+    from odradek.spark import register
+
+    builder = SparkSession.builder.master(master).appName(app_name)
+    builder = builder.config("spark.sql.shuffle.partitions", "4").config("spark.sql.session.timeZone", "UTC")
+    for key, value in (extra or {}).items():
+        builder = builder.config(key, value)
+    spark = builder.getOrCreate()
+    register(spark)
+    return spark
+
+
+def page_counts(spark: Any, bootstrap: str, topic: str = INPUT_TOPIC, watermark: str = "1 minute",
+                max_offsets_per_trigger: int | None = None, starting_offsets: str = "earliest") -> Any:
+    """The streaming DataFrame of (window_start, window_end, page, count)."""
+    from pyspark.sql import functions as F
+
+    reader = (spark.readStream.format("odradek").option("kafka.bootstrap.servers", bootstrap)
+              .option("subscribe", topic).option("startingOffsets", starting_offsets))
+    if max_offsets_per_trigger:
+        reader = reader.option("maxOffsetsPerTrigger", str(max_offsets_per_trigger))
+    events = (reader.load()
+              .select(F.from_json(F.col("value").cast("string"), EVENT_SCHEMA).alias("e"))
+              .select("e.*")
+              .where(F.col("page").isNotNull() & F.col("ts").isNotNull())
+              .withColumn("event_time", F.timestamp_millis(F.col("ts"))))
+    return (events.withWatermark("event_time", watermark)
+            .groupBy(F.window("event_time", "1 minute"), F.col("page"))
+            .count()
+            .select(F.col("window.start").alias("window_start"), F.col("window.end").alias("window_end"),
+                    "page", "count"))
+
+
+def start_sinks(counts: Any, bootstrap: str, output: str, checkpoint: str, output_topic: str = OUTPUT_TOPIC,
+                exactly_once: str = "auto", trigger: dict[str, Any] | None = None) -> list[Any]:
+    """Start the Kafka and Parquet sinks; returns the two StreamingQuery objects."""
+    from pyspark.sql import functions as F
+
+    trigger = trigger or {"processingTime": "10 seconds"}
+    as_record = counts.select(
+        F.col("page").alias("key"),
+        F.to_json(F.struct(
+            F.date_format("window_start", "yyyy-MM-dd'T'HH:mm:ss'Z'").alias("window_start"),
+            F.date_format("window_end", "yyyy-MM-dd'T'HH:mm:ss'Z'").alias("window_end"),
+            "page", "count")).alias("value"))
+    to_kafka = (as_record.writeStream.format("odradek").outputMode("append").queryName("clickstream-kafka")
+                .option("kafka.bootstrap.servers", bootstrap).option("topic", output_topic)
+                .option("exactlyOnce", exactly_once)
+                .option("checkpointLocation", str(Path(checkpoint) / "kafka"))
+                .trigger(**trigger).start())
+    to_parquet = (counts.writeStream.format("parquet").outputMode("append").queryName("clickstream-parquet")
+                  .option("path", output).option("checkpointLocation", str(Path(checkpoint) / "parquet"))
+                  .trigger(**trigger).start())
+    return [to_kafka, to_parquet]
+
+
+def ensure_topics(bootstrap: str, partitions: int = 4) -> None:
+    from confluent_kafka import KafkaError, KafkaException
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    existing = admin.list_topics(timeout=30).topics
+    wanted = [NewTopic(t, partitions, -1) for t in (INPUT_TOPIC, OUTPUT_TOPIC) if t not in existing]
+    if not wanted:
+        return
+    for topic, fut in admin.create_topics(wanted, request_timeout=30).items():
+        try:
+            fut.result(30)
+        except KafkaException as exc:
+            if exc.args[0].code() != KafkaError.TOPIC_ALREADY_EXISTS:
+                raise
+
+
+# ---------------------------------------------------------------------------------------------------
+# Command line
+# ---------------------------------------------------------------------------------------------------
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="odradek pipeline clickstream", description=__doc__.split("\n\n")[0])
+    p.add_argument("--bootstrap", default="127.0.0.1:9092", help="Kafka bootstrap servers (default %(default)s)")
+    p.add_argument("--master", default="local[*]", help="Spark master (default %(default)s)")
+    p.add_argument("--output", default="clickstream-output/pageviews-per-minute", help="Parquet output directory")
+    p.add_argument("--checkpoint", default="clickstream-output/checkpoints", help="checkpoint directory")
+    p.add_argument("--rate", type=float, default=50.0, help="generated page views per second (0: no generator)")
+    p.add_argument("--events", type=int, default=None,
+                   help="produce this many events over --span-minutes of past event time, then stop generating")
+    p.add_argument("--span-minutes", type=int, default=10)
+    p.add_argument("--watermark", default="1 minute", help="allowed event-time lateness (default %(default)s)")
+    p.add_argument("--trigger-seconds", type=float, default=10.0)
+    p.add_argument("--available-now", action="store_true", help="process what is there, then stop")
+    p.add_argument("--max-offsets-per-trigger", type=int, default=None)
+    p.add_argument("--exactly-once", choices=["auto", "true", "false"], default="auto",
+                   help="Kafka sink delivery: transactions (true), at least once (false), or probe (auto)")
+    p.add_argument("--duration", type=float, default=None, help="stop after this many seconds")
+    p.add_argument("--log-level", default="INFO")
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    logging.basicConfig(level=args.log_level.upper(), stream=sys.stderr,
+                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    ensure_topics(args.bootstrap)
+    stop = threading.Event()
+    generator: threading.Thread | None = None
+    if args.events:
+        now = int(time.time() * 1000)
+        span = args.span_minutes * WINDOW_MS
+        n = produce_events(args.bootstrap, generate_events(args.events, now - span, span))
+        log.info("produced %d page views to %s", n, INPUT_TOPIC)
+    elif args.rate > 0 and not args.available_now:
+        generator = threading.Thread(target=produce_events, name="pageview-generator", daemon=True,
+                                     args=(args.bootstrap, live_events(args.rate)),
+                                     kwargs={"rate": args.rate, "stop": stop})
+        generator.start()
+        log.info("generating %.0f page views/s to %s", args.rate, INPUT_TOPIC)
+
+    spark = spark_session(args.master)
+    spark.sparkContext.setLogLevel("WARN")
+    counts = page_counts(spark, args.bootstrap, watermark=args.watermark,
+                         max_offsets_per_trigger=args.max_offsets_per_trigger)
+    trigger = {"availableNow": True} if args.available_now else {"processingTime": f"{args.trigger_seconds} seconds"}
+    queries = start_sinks(counts, args.bootstrap, args.output, args.checkpoint,
+                          exactly_once=args.exactly_once, trigger=trigger)
+    log.info("clickstream running: %s -> %s and %s (Ctrl-C to stop)", INPUT_TOPIC, OUTPUT_TOPIC, args.output)
+
+    def on_signal(_sig: int, _frame: Any) -> None:
+        stop.set()
+
+    signal.signal(signal.SIGTERM, on_signal)
+    deadline = time.monotonic() + args.duration if args.duration else None
+    failed = False
+    try:
+        while not stop.is_set() and any(q.isActive for q in queries):
+            if deadline is not None and time.monotonic() >= deadline:
+                break
+            time.sleep(0.5)
+    except KeyboardInterrupt:
+        pass
+    finally:
+        stop.set()
+        for q in queries:
+            if q.isActive:
+                q.stop()
+            if q.exception() is not None:
+                failed = True
+                log.error("query %s failed: %s", q.name, q.exception())
+        spark.stop()
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,31 @@
+"""PySpark connector: `format("odradek")` reads and writes Kafka topics like Spark's built-in Kafka source
+and sink (same options, same row schema), through confluent-kafka, against any Kafka-compatible broker.
+
+    from odradek.spark import register
+    register(spark)
+    df = spark.read.format("odradek").option("kafka.bootstrap.servers", "127.0.0.1:9092") \\
+        .option("subscribe", "events").load()
+
+Needs the `spark` extra (`pip install 'odradek[spark]'`: pyspark 4.x, pyarrow, pandas<3) and a JDK.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+__all__ = ["register", "OdradekDataSource"]
+
+
+def register(spark: Any) -> None:
+    """Register `format("odradek")` with a SparkSession."""
+    from odradek.spark.source import OdradekDataSource
+
+    spark.dataSource.register(OdradekDataSource)
+
+
+def __getattr__(name: str) -> Any:
+    if name == "OdradekDataSource":
+        from odradek.spark.source import OdradekDataSource
+
+        return OdradekDataSource
+    raise AttributeError(name)
