@@ -19,8 +19,6 @@ def spark() -> Iterator:
     os.environ["SPARK_LOCAL_IP"] = "127.0.0.1"
     from pyspark.sql import SparkSession
 
-    from odradek.spark import register
-
     session = (
         SparkSession.builder.master("local[2]")
         .appName("odradek-tests")
@@ -36,6 +34,6 @@ def spark() -> Iterator:
         .getOrCreate()
     )
     session.sparkContext.setLogLevel("WARN")
-    register(session)
+    # No register(): format("odradek") must be found through the installed pyspark_odradek module.
     yield session
     session.stop()

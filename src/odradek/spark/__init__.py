@@ -1,12 +1,11 @@
 """PySpark connector: `format("odradek")` reads and writes Kafka topics like Spark's built-in Kafka source
 and sink (same options, same row schema), through confluent-kafka, against any Kafka-compatible broker.
 
-    from odradek.spark import register
-    register(spark)
     df = spark.read.format("odradek").option("kafka.bootstrap.servers", "127.0.0.1:9092") \\
         .option("subscribe", "events").load()
 
-Needs the `spark` extra (`pip install 'odradek[spark]'`: pyspark 4.x, pyarrow, pandas<3) and a JDK.
+Spark finds the source by itself through the installed `pyspark_odradek` module; `register(spark)` is for
+sessions whose Python path lacks it. Needs the `spark` extra (`pip install 'odradek[spark]'`: pyspark 4.x, pyarrow, pandas<3) and a JDK.
 """
 
 from __future__ import annotations
