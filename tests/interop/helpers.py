@@ -349,7 +349,7 @@ def encode_record(offset_delta: int, key: bytes | None, value: bytes | None, tim
 def record_batch(
     values: list[bytes | None],
     base_offset: int = 0,
-    base_timestamp: int = 1_700_000_000_000,
+    base_timestamp: int | None = None,
     attributes: int = 0,
     records_blob: bytes | None = None,
     record_count: int | None = None,
@@ -359,6 +359,8 @@ def record_batch(
     """A RecordBatch (magic 2). `records_blob` replaces the encoded records (e.g. junk "compressed" data)."""
     from crc32c import crc32c
 
+    if base_timestamp is None:
+        base_timestamp = int(time.time() * 1000)
     if records_blob is None:
         records_blob = b"".join(encode_record(i, None, v) for i, v in enumerate(values))
     count = len(values) if record_count is None else record_count

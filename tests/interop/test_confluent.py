@@ -34,7 +34,9 @@ from .helpers import (  # noqa: E402
     wait_until,
 )
 
-BASE_TS = 1_700_000_000_000
+# Explicit timestamps an hour in the past: old enough to be distinct from "now", recent enough that
+# time-based retention (7 days by default) never deletes them while a test runs.
+BASE_TS = (int(time.time()) - 3600) * 1000
 
 
 def admin(bootstrap: str) -> AdminClient:
@@ -535,3 +537,102 @@ def test_concurrent_producers_one_partition(broker, topic_name):
         pid, i = m.value().split(b":")
         by_producer.setdefault(pid, []).append(int(i))
     assert all(v == list(range(per_producer)) for v in by_producer.values()) and len(by_producer) == n_producers
+
+
+@pytest.mark.timeout(90)
+def test_many_segments(broker_factory, topic_name):
+    """Small segments: reads across segment boundaries, from the middle, by time, and after restart."""
+    b = broker_factory({"log.segment.bytes": "4096"})
+    n = 600
+    specs = [dict(partition=0, value=b"seg-%04d-" % i + b"x" * 40, timestamp=BASE_TS + 10 * i) for i in range(n)]
+    for lo in range(0, n, 100):  # several produce requests, several batches
+        assert_delivered(produce_messages(b.bootstrap, topic_name, specs[lo : lo + 100]))
+    part_dir = b.data_dir / f"{topic_name}-0"
+    assert len(list(part_dir.glob("*.log"))) > 3, "log.segment.bytes=4096 did not roll segments"
+
+    def check() -> None:
+        got = consume_messages(b.bootstrap, topic_name, n, extra_wait=0.3)
+        assert [m.value() for m in got] == [s["value"] for s in specs]
+        assert [m.offset() for m in got] == list(range(n))
+        for start in (1, 99, 100, 101, 333, 599):
+            got = consume_messages(b.bootstrap, topic_name, 1, offset=start)
+            assert (got[0].offset(), got[0].value()) == (start, specs[start]["value"])
+        consumer = Consumer(consumer_config(b.bootstrap))
+        try:
+            for i in (0, 150, 151, 400, 599):
+                res = consumer.offsets_for_times([TopicPartition(topic_name, 0, BASE_TS + 10 * i - 5)], timeout=10)
+                assert res[0].offset == i
+            assert consumer.get_watermark_offsets(TopicPartition(topic_name, 0), timeout=10, cached=False) == (0, n)
+        finally:
+            consumer.close()
+
+    check()
+    b.restart()
+    check()
+    b.kill()
+    b.start()
+    check()
+
+
+@pytest.mark.timeout(90)
+def test_retention_by_bytes_advances_log_start(broker_factory, topic_name):
+    b = broker_factory({"log.segment.bytes": "2048", "log.retention.bytes": "4096",
+                        "log.retention.check.interval.ms": "200"})
+    n = 300
+    for lo in range(0, n, 50):
+        specs = [dict(partition=0, value=b"r-%04d-" % i + b"y" * 40) for i in range(lo, lo + 50)]
+        assert_delivered(produce_messages(b.bootstrap, topic_name, specs))
+    consumer = Consumer(consumer_config(b.bootstrap))
+    try:
+        def low():
+            lo_, hi_ = consumer.get_watermark_offsets(TopicPartition(topic_name, 0), timeout=5, cached=False)
+            assert hi_ == n
+            return lo_ if lo_ > 0 else None
+
+        start = wait_until(low, timeout=40, interval=0.3, message="retention to delete old segments")
+    finally:
+        consumer.close()
+    # OFFSET_BEGINNING now means the log start; offset 0 is out of range and resets to earliest.
+    got = consume_messages(b.bootstrap, topic_name, n - start, extra_wait=0.3)
+    assert got[0].offset() == start and got[-1].offset() == n - 1
+    assert [m.value()[:6] for m in got] == [b"r-%04d" % i for i in range(start, n)]
+    got = consume_messages(b.bootstrap, topic_name, 1, offset=0, config={"auto.offset.reset": "earliest"})
+    assert got[0].offset() == start
+
+
+@pytest.mark.timeout(90)
+def test_many_partitions(broker, topic_name):
+    parts = 64
+    client = admin(broker.bootstrap)
+    assert create_topic_error(client, NewTopic(topic_name, parts, 1)) is None
+    wait_until(lambda: len(all_topics(client).get(topic_name).partitions) == parts, message="topic in metadata")
+    specs = [dict(partition=p, value=b"%d-%d" % (p, i)) for i in range(5) for p in range(parts)]
+    delivered = assert_delivered(produce_messages(broker.bootstrap, topic_name, specs, config={"linger.ms": 50}))
+    assert sorted((m.partition(), m.offset()) for m in delivered) == [(p, i) for p in range(parts) for i in range(5)]
+    consumer = Consumer(consumer_config(broker.bootstrap))
+    try:
+        consumer.assign([TopicPartition(topic_name, p, OFFSET_BEGINNING) for p in range(parts)])
+        got = poll_n(consumer, len(specs), timeout=60, extra_wait=0.3)
+    finally:
+        consumer.close()
+    assert sorted((m.partition(), m.offset(), m.value()) for m in got) == sorted(
+        (p, i, b"%d-%d" % (p, i)) for i in range(5) for p in range(parts)
+    )
+
+
+@pytest.mark.timeout(60)
+def test_delete_topic_while_consuming(broker, topic_name):
+    client = admin(broker.bootstrap)
+    assert create_topic_error(client, NewTopic(topic_name, 1, 1)) is None
+    assert_delivered(produce_messages(broker.bootstrap, topic_name, [{"value": b"a"}]))
+    consumer = Consumer(consumer_config(broker.bootstrap, **{"fetch.wait.max.ms": 200}))
+    try:
+        consumer.assign([TopicPartition(topic_name, 0, OFFSET_BEGINNING)])
+        poll_n(consumer, 1, timeout=20)
+        client.delete_topics([topic_name], operation_timeout=10)[topic_name].result(timeout=20)
+        for _ in bounded(10, 5):
+            consumer.poll(0.2)  # errors (unknown topic) are fine; the broker must just keep going
+    finally:
+        consumer.close()
+    assert broker.is_running()
+    roundtrip(broker.bootstrap, topic_name + "-after")

@@ -257,7 +257,7 @@ def test_damaged_last_segment(broker_factory, topic_name, damage, shutdown):
 
     b.start()
     got = read_everything(b.bootstrap, topic_name)
-    assert [m.value() for m in got] == values[:survivors]
+    assert [m.value() for m in got] == values[:survivors], f"spans {spans}; broker log: {b.log_tail(1500)}"
     # New produces continue at the right offset and read back whole.
     delivered = assert_delivered(
         produce_messages(b.bootstrap, topic_name, [{"value": b"new%d" % i, "partition": 0} for i in range(3)])

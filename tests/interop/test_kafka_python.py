@@ -20,7 +20,8 @@ API_V0 = (0, 9)  # Produce v1 / Fetch v1: magic 0 message sets, no timestamps
 API_V1 = (0, 10)  # Produce v2 / Fetch v2: magic 1 message sets, timestamps
 CONSUME_TIMEOUT_S = 30.0
 SEND_TIMEOUT_S = 30.0
-BASE_TS = 1_700_000_000_000
+# An hour ago: recent enough that the 7-day retention never deletes a rolled segment mid-test.
+BASE_TS = (int(time.time()) - 3600) * 1000
 
 CODEC_AVAILABLE = {
     "gzip": kafka_codec.has_gzip(),

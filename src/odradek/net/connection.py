@@ -128,9 +128,10 @@ class KafkaConnection(asyncio.Protocol):
             self._outstanding = slot
             slot.add_done_callback(self._on_response_ready)
             self._update_reading()
-        elif slot is not None and self._transport is not None:
+        elif slot is not None and self.is_open:
             self._transport.write(slot)
-        return self._transport is not None
+        # A reset seen while writing leaves the transport closing: the rest of the buffer is not served.
+        return self.is_open
 
     def _on_response_ready(self, fut: asyncio.Future) -> None:
         self._outstanding = None
@@ -143,7 +144,7 @@ class KafkaConnection(asyncio.Protocol):
             self.close()
             return
         response = fut.result()
-        if response is not None and self._transport is not None:
+        if response is not None and self.is_open:
             self._transport.write(response)
         self._update_reading()
         if not self._over_limit() and self._buf:
