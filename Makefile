@@ -5,7 +5,7 @@ PY := $(VENV)/bin/python
 VENV_STAMP := $(VENV)/.odradek-installed
 SYSTEM_STAMP := $(VENV)/.odradek-system-deps
 
-.PHONY: install venv system-deps run test unit bench bench-spark pipeline clean
+.PHONY: install venv system-deps run test compat unit bench bench-spark pipeline clean
 
 install: venv system-deps
 
@@ -27,8 +27,12 @@ $(SYSTEM_STAMP): tools/install-system-deps.sh | $(VENV_STAMP)
 run: venv
 	$(VENV)/bin/odradek serve --listen 127.0.0.1:9092 --data-dir ./data
 
+# The JUnit report feeds docs/compatibility.md: `make compat` after a test run.
 test: install
-	$(PY) -m pytest -q
+	$(PY) -m pytest -q --junitxml=build/junit.xml
+
+compat: venv
+	$(PY) tools/gen_compat.py --junit build/junit.xml
 
 unit: venv
 	$(PY) -m pytest -q tests/unit

@@ -1,11 +1,11 @@
 """Regenerate docs/compatibility.md from the handler registry and, optionally, a pytest JUnit report.
 
-    .venv/bin/python -m pytest tests --junitxml=build/junit.xml
-    .venv/bin/python tools/gen_compat.py --junit build/junit.xml
+    make test      # writes build/junit.xml
+    make compat    # = .venv/bin/python tools/gen_compat.py --junit build/junit.xml
 
 The API table comes from the registered handlers themselves (their version ranges and module docstrings),
-so the document cannot drift from what ApiVersions advertises. The client table counts the interop test
-results per client library from the JUnit report.
+so the document cannot drift from what ApiVersions advertises. The suite table counts the results of every
+test module (unit, interop, Spark) from the JUnit report that `make test` writes.
 """
 
 from __future__ import annotations
@@ -25,16 +25,35 @@ from odradek.broker.handlers import load_handlers  # noqa: E402
 from odradek.broker.registry import HANDLERS  # noqa: E402
 from odradek.protocol.api_keys import ApiKey  # noqa: E402
 
-# Interop test module -> (client library, the PyPI distribution or tool whose version is shown).
-CLIENT_MODULES = {
-    "test_confluent": ("confluent-kafka (librdkafka)", "confluent-kafka"),
-    "test_kafka_python": ("kafka-python", "kafka-python"),
+# Test module -> (what it exercises, the PyPI distribution whose version is shown). Modules not listed
+# here still get a row, labelled with their name.
+SUITES = {
+    "test_confluent": ("confluent-kafka (librdkafka): produce/consume/admin", "confluent-kafka"),
+    "test_kafka_python": ("kafka-python, v0/v1/v2 message formats", "kafka-python"),
     "test_aiokafka": ("aiokafka", "aiokafka"),
-    "test_kcat": ("kcat (librdkafka)", None),
-    "test_java": ("Java kafka-clients 3.9", None),
-    "test_crash_safety": ("crash safety (confluent-kafka)", None),
-    "test_hostile_input": ("hostile input (raw sockets)", None),
+    "test_kcat": ("kcat (Debian, librdkafka)", None),
+    "test_java": ("Java kafka-clients 3.9 (PyPI wheel)", None),
+    "test_admin": ("admin APIs via confluent-kafka", "confluent-kafka"),
+    "test_broker_semantics": ("broker semantics: retention, rolls, timestamps, long poll", None),
+    "test_crash_safety": ("crash safety: kill -9, damaged segments", None),
+    "test_hostile_input": ("hostile input over raw sockets", None),
+    "test_groups_confluent": ("consumer groups: confluent-kafka", "confluent-kafka"),
+    "test_groups_clients": ("consumer groups: kafka-python, aiokafka, kcat -G, Java", None),
+    "test_groups_durability": ("group offsets across kill -9", None),
+    "test_groups_cli": ("odradek groups CLI", None),
+    "test_idempotence": ("idempotent producers: confluent, Java default, kafka-python, raw", None),
+    "test_transactions": ("transactions: Java, confluent, kafka-python", None),
 }
+
+
+def suite_of(classname: str) -> tuple[str, str] | None:
+    """(folder, module) of a JUnit classname such as tests.interop.test_confluent.TestX."""
+    parts = classname.split(".")
+    for i, part in enumerate(parts):
+        if part.startswith("test_") and i > 0:
+            return parts[i - 1], part
+    return None
+
 
 # Client-facing and admin APIs (keys) that are on the roadmap, shown as "not yet" when unregistered.
 ROADMAP = [8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 21, 22, 23, 24, 25, 26, 28, 32, 33, 36, 37, 42, 44, 47, 60, 61, 65, 66]
@@ -47,12 +66,11 @@ def summary_and_gaps(doc: str) -> tuple[str, str]:
     return summary, gaps.removeprefix("Gaps:").strip()
 
 
-def junit_counts(path: Path) -> dict[str, Counter]:
-    counts: dict[str, Counter] = {}
+def junit_counts(path: Path) -> dict[tuple[str, str], Counter]:
+    counts: dict[tuple[str, str], Counter] = {}
     for case in ET.parse(path).getroot().iter("testcase"):
-        module = case.get("classname", "").split(".")
-        name = next((m for m in module if m in CLIENT_MODULES), None)
-        if name is None:
+        suite = suite_of(case.get("classname", ""))
+        if suite is None:
             continue
         outcome = "passed"
         for child in case:
@@ -60,7 +78,7 @@ def junit_counts(path: Path) -> dict[str, Counter]:
                 outcome = "failed"
             elif child.tag == "skipped":
                 outcome = "skipped"
-        counts.setdefault(name, Counter())[outcome] += 1
+        counts.setdefault(suite, Counter())[outcome] += 1
     return counts
 
 
@@ -95,15 +113,18 @@ def render(junit: Path | None) -> str:
     missing = [k for k in ROADMAP if k not in HANDLERS]
     if missing:
         lines += ["", "Not implemented yet (not advertised): " + ", ".join(f"{ApiKey(k).name} ({k})" for k in missing) + "."]
-    lines += ["", "## Clients", ""]
+    lines += ["", "## Test suites", ""]
     if junit is None or not junit.exists():
         lines.append("No test report given; run with `--junit` to fill this table.")
     else:
         counts = junit_counts(junit)
-        lines += ["| suite | version | passed | failed | skipped |", "|---|---|---|---|---|"]
-        for module, (label, dist) in CLIENT_MODULES.items():
-            c = counts.get(module, Counter())
-            lines.append(f"| {label} (`tests/interop/{module}.py`) | {version_of(dist)} | {c['passed']} | {c['failed']} | {c['skipped']} |")
+        lines += ["| suite | exercises | version | passed | failed | skipped |", "|---|---|---|---|---|---|"]
+        for (folder, module), c in sorted(counts.items()):
+            label, dist = SUITES.get(module, (module.removeprefix("test_").replace("_", " "), None))
+            lines.append(f"| `tests/{folder}/{module}.py` | {label} | {version_of(dist)} | "
+                         f"{c['passed']} | {c['failed']} | {c['skipped']} |")
+        total = sum(counts.values(), Counter())
+        lines.append(f"| **all** | | | **{total['passed']}** | **{total['failed']}** | **{total['skipped']}** |")
         lines += ["", f"From a run on {datetime.date.today().isoformat()}."]
     return "\n".join(lines) + "\n"
 
