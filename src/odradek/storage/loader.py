@@ -7,6 +7,8 @@ Partition directory layout (``{data_dir}/{topic}-{partition}/``)::
     00000000000000000000.timeindex  time index              (TimeIndex)
     00000000000000001234.log ...    next segment, base offset 1234
     log-start-offset                log start checkpoint    (LogStartCheckpoint)
+    00000000000000001234.snapshot   producer state at 1234  (ProducerStateSnapshot, producer_state.py)
+    00000000000000000000.txnindex   aborted transactions    (TransactionIndex, txn_index.py)
 
 Invariants kept on disk: only the last segment can be torn (a segment is fsynced, indexes included, before
 the next one is created), and the checkpoint is replaced atomically.
@@ -18,12 +20,16 @@ import logging
 import os
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterator
+from typing import TYPE_CHECKING, Iterator
 
 from odradek.records.batch import HEADER_SIZE, BatchHeader, crc_is_valid, read_header
 
 from .config import INT32_MAX, LogConfig
 from .segment import INDEX_SUFFIX, LOG_SUFFIX, TIME_INDEX_SUFFIX, LogSegment, parse_segment_file_name
+
+if TYPE_CHECKING:
+    from .producer_state import ProducerStateManager
+    from .txn_index import TransactionIndex
 
 log = logging.getLogger(__name__)
 
@@ -167,6 +173,8 @@ class LoadedLog:
     segments: list[LogSegment]
     log_start_offset: int
     truncated_bytes: int
+    producer_state: "ProducerStateManager | None" = None
+    txn_index: "TransactionIndex | None" = None
 
 
 class LogLoader:
@@ -180,6 +188,8 @@ class LogLoader:
       checked and the batches after the last index entry are stepped over to find the log end offset.
     * The log start offset is max(checkpoint, first base offset); when it is beyond the recovered end (data
       lost by the OS), the log restarts empty at the start offset.
+    * Producer state: the newest snapshot not past the recovered end, plus the batch headers after it
+      (``ProducerStateManager.rebuild``); snapshots past the end (the log was cut back) are deleted.
 
     Concurrency: runs once, before the PartitionLog exists; single-threaded.
     """
@@ -215,11 +225,26 @@ class LogLoader:
                     segment.delete()
                 segments = [LogSegment.create(self.directory, start, interval)]
                 fsync_dir(self.directory)
+            producer_state, txn_index = self._load_producer_state(segments)
         except BaseException:
             for segment in segments:
                 segment.close()
             raise
-        return LoadedLog(segments, start, truncated)
+        return LoadedLog(segments, start, truncated, producer_state, txn_index)
+
+    def _load_producer_state(self, segments: list[LogSegment]) -> "tuple[ProducerStateManager, TransactionIndex]":
+        """Producer state (snapshot + replay) and the aborted-transaction index: its entries from the replay's
+        start offset on are rebuilt from the markers the replay meets."""
+        from .producer_state import ProducerStateManager  # producer_state imports this module
+        from .txn_index import AbortedTxn, TransactionIndex
+
+        state = ProducerStateManager(self.directory)
+        replay_from, completed = state.rebuild(segments, segments[-1].next_offset)
+        index = TransactionIndex(self.directory)
+        aborted = [AbortedTxn(t.producer_id, t.first_offset, t.last_offset, t.last_stable_offset)
+                   for t in completed if t.aborted]
+        index.load([s.base_offset for s in segments], replay_from, aborted)
+        return state, index
 
     def _sweep_and_list(self) -> list[int]:
         names = os.listdir(self.directory)

@@ -16,7 +16,9 @@ from odradek.records.batch import BatchHeader, patch_base_offset
 
 from .config import INT32_MAX, LogConfig
 from .loader import LogLoader, LogStartCheckpoint, fsync_dir
+from .producer_state import DuplicateBatch, ProducerStateManager
 from .segment import LogSegment
+from .txn_index import AbortedTxn, TransactionIndex
 
 log = logging.getLogger(__name__)
 
@@ -48,6 +50,7 @@ class AppendResult:
     log_start_offset: int  # for Produce v5+ responses
     first_batch_max_timestamp: int = -1
     log_append_time_ms: int = -1  # -1: CreateTime (the handler stamps LogAppendTime batches itself)
+    duplicate: bool = False  # an idempotent retry: nothing was written, the offsets are the original's
 
 
 class PartitionLog:
@@ -62,11 +65,22 @@ class PartitionLog:
     A ``kill -9`` loses nothing written either way; the policy is about machine crashes. Flushes run on the
     calling thread.
 
+    Idempotent producers: batches with a producer id are checked by the ``ProducerStateManager`` before the
+    write (``ProducerStateError`` refuses the whole record set; a duplicate is answered without writing) and
+    the state is committed after it. It is snapshotted on every roll and on close; record sets without
+    producer ids never reach it.
+
+    Transactions: transactional batches open a transaction per producer (tracked by the producer state);
+    ``last_stable_offset`` (LSO) is the first offset of the oldest open one, or the high watermark.
+    ``append_marker`` writes a COMMIT/ABORT control batch for the transaction coordinator; an abort is
+    recorded in the ``TransactionIndex`` that read_committed fetches consult (``aborted_transactions``).
+
     Concurrency: not thread-safe; owned by the event loop.
     """
 
     def __init__(self, directory: Path, config: LogConfig, segments: list[LogSegment], log_start_offset: int,
-                 clock: Clock) -> None:
+                 clock: Clock, producer_state: ProducerStateManager | None = None,
+                 txn_index: TransactionIndex | None = None) -> None:
         self.directory = directory
         self._config = config
         self._segments = segments
@@ -78,6 +92,11 @@ class PartitionLog:
         self._dirty = False
         self._last_flush_ms = clock()
         self._closed = False
+        if producer_state is None:
+            producer_state = ProducerStateManager(directory)
+            producer_state.map_end_offset = self._end
+        self.producer_state = producer_state
+        self.txn_index = txn_index if txn_index is not None else TransactionIndex(directory)
 
     @classmethod
     def open(cls, directory: Path, config: LogConfig, *, clean_shutdown: bool = False,
@@ -89,7 +108,8 @@ class PartitionLog:
         """
         clock = clock or wall_clock_ms
         loaded = LogLoader(directory, config, clean_shutdown, clock()).load()
-        return cls(directory, config, loaded.segments, loaded.log_start_offset, clock)
+        return cls(directory, config, loaded.segments, loaded.log_start_offset, clock, loaded.producer_state,
+                   loaded.txn_index)
 
     # -- state ------------------------------------------------------------------------------------------
 
@@ -102,6 +122,16 @@ class PartitionLog:
         return self._end
 
     high_watermark = log_end_offset
+
+    @property
+    def last_stable_offset(self) -> int:
+        """The offset below which every transaction is decided: min(first offset of open ones, HW)."""
+        unstable = self.producer_state.first_unstable_offset()
+        return self._end if unstable is None else min(unstable, self._end)
+
+    def aborted_transactions(self, from_offset: int, upper_bound: int) -> list[AbortedTxn]:
+        """Aborted transactions overlapping [from_offset, upper_bound) (for read_committed fetches)."""
+        return self.txn_index.collect(from_offset, upper_bound)
 
     @property
     def config(self) -> LogConfig:
@@ -137,6 +167,8 @@ class PartitionLog:
 
         ``records``/``batches`` are what ``validate_v2`` accepted. Rolls first when the active segment would
         grow past segment.bytes, is older than segment.ms, or the offsets would not fit its int32 range.
+        Batches with a producer id are checked first: raises ``ProducerStateError`` (nothing written), or
+        returns the original offsets with ``duplicate=True`` for a retried batch (nothing written).
         """
         self._check_open()
         if not batches:
@@ -145,13 +177,22 @@ class PartitionLog:
         first_offset = next_offset = self._end
         assigned: list[tuple[int, BatchHeader]] = []
         messages = 0
+        idempotent = False
         for pos, header in batches:
             patch_base_offset(records, pos, next_offset)
             header = header._replace(base_offset=next_offset)
             assigned.append((pos, header))
             next_offset = header.last_offset + 1
             messages += header.records_count
+            if header.producer_id >= 0:
+                idempotent = True
         last_offset = next_offset - 1
+        producer_append = None
+        if idempotent:
+            producer_append = self.producer_state.prepare(assigned)
+            if isinstance(producer_append, DuplicateBatch):
+                dup = producer_append
+                return AppendResult(dup.first_offset, dup.last_offset, self._start, dup.timestamp, duplicate=True)
         segment = self._active
         if segment.broken:
             raise StorageError(f"{segment.log_path} holds a partial write that could not be undone")
@@ -159,6 +200,8 @@ class PartitionLog:
             segment = self._roll()
         segment.append(records, assigned, now)
         self._end = next_offset
+        if producer_append is not None:
+            self.producer_state.commit(producer_append, next_offset)
         self._unflushed_messages += messages
         self._dirty = True
         flush = self._config.flush_messages
@@ -167,6 +210,33 @@ class PartitionLog:
         else:
             self.maybe_flush(now)
         return AppendResult(first_offset, last_offset, self._start, assigned[0][1].max_timestamp)
+
+    def append_marker(self, records: bytearray, header: BatchHeader, aborted: bool, coordinator_epoch: int) -> int:
+        """Append one transaction marker (a control batch from ``records.codec.build_control_batch``, as
+        ``validate_v2`` read it) for the coordinator; returns its offset. Closes the producer's transaction
+        here and indexes it when ``aborted``. Raises ``InvalidProducerEpochError`` for a marker older than
+        the producer's epoch (nothing written)."""
+        self._check_open()
+        self.producer_state.check_marker(header.producer_id, header.producer_epoch)
+        now = self._clock()
+        offset = self._end
+        patch_base_offset(records, 0, offset)
+        header = header._replace(base_offset=offset)
+        segment = self._active
+        if segment.broken:
+            raise StorageError(f"{segment.log_path} holds a partial write that could not be undone")
+        if self._should_roll(segment, len(records), offset, now):
+            segment = self._roll()
+        segment.append(records, [(0, header)], now)
+        self._end = offset + 1
+        completed = self.producer_state.apply_marker(header, aborted, coordinator_epoch)
+        if completed is not None and completed.aborted:
+            self.txn_index.append(segment.base_offset, AbortedTxn(
+                completed.producer_id, completed.first_offset, completed.last_offset, completed.last_stable_offset))
+        self._dirty = True
+        self._unflushed_messages += 1
+        self.maybe_flush(now)
+        return offset
 
     def _should_roll(self, segment: LogSegment, size: int, last_offset: int, now_ms: int) -> bool:
         if segment.size == 0:
@@ -180,6 +250,7 @@ class PartitionLog:
     def _roll(self) -> LogSegment:
         old = self._active
         old.seal()
+        self.txn_index.sync(old.base_offset)
         self._unflushed_messages = 0  # the seal fsynced everything written so far
         self._dirty = False
         self._last_flush_ms = self._clock()
@@ -187,6 +258,7 @@ class PartitionLog:
         self._segments.append(new)
         self._bases.append(new.base_offset)
         fsync_dir(self.directory)
+        self._snapshot_producer_state()
         log.debug("%s: rolled to segment %d", self.directory, new.base_offset)
         return new
 
@@ -326,6 +398,7 @@ class PartitionLog:
         doomed = self._segments[:n]
         del self._segments[:n]
         del self._bases[:n]
+        self.txn_index.drop_segments_below(self._bases[0])
         for segment in doomed:
             log.info("%s: deleting segment %d", self.directory, segment.base_offset)
             segment.delete()
@@ -347,6 +420,17 @@ class PartitionLog:
         if flush_ms is not None and self._dirty and now_ms - self._last_flush_ms >= flush_ms:
             self.flush()
 
+    def _snapshot_producer_state(self) -> None:
+        """Snapshot the producer state at the log end; a failure only costs a longer replay at the next load."""
+        try:
+            self.producer_state.take_snapshot(self._end)
+        except OSError as exc:
+            log.warning("%s: could not write a producer state snapshot at %d: %s", self.directory, self._end, exc)
+
+    def remove_expired_producers(self, now_ms: int, expiration_ms: int) -> int:
+        """Forget producer ids idle for ``expiration_ms`` (producer.id.expiration.ms)."""
+        return self.producer_state.remove_expired(now_ms, expiration_ms)
+
     def update_config(self, config: LogConfig) -> None:
         """New settings apply from the next append / retention check; existing segments are not rewritten."""
         self._config = config
@@ -363,6 +447,8 @@ class PartitionLog:
         try:
             if flush:
                 self._active.seal()
+                self.txn_index.sync()
+                self._snapshot_producer_state()
         finally:
             for segment in self._segments:
                 segment.close()

@@ -12,6 +12,7 @@ from typing import Callable
 from .config import LogConfig
 from .loader import fsync_dir, write_file_atomically
 from .log import DELETED_SUFFIX, Clock, PartitionLog, rename_for_deletion, wall_clock_ms
+from .producer_state import DEFAULT_EXPIRATION_MS
 
 log = logging.getLogger(__name__)
 
@@ -45,10 +46,14 @@ class LogManager:
 
     Directories whose names are not ``{topic}-{partition}`` (e.g. ``__cluster_metadata/``) are left alone.
 
+    ``producer_id_expiration_ms`` (broker property producer.id.expiration.ms) is applied by ``tick`` at most
+    every ``PRODUCER_EXPIRATION_CHECK_MS`` (Kafka's producer.id.expiration.check.interval.ms default).
+
     Concurrency: not thread-safe; owned by the event loop.
     """
 
     CLEAN_SHUTDOWN_FILE = ".kafka_cleanshutdown"
+    PRODUCER_EXPIRATION_CHECK_MS = 600_000
     DELETION_INTENT_PREFIX = ".topic-deletion-"
 
     def __init__(self, data_dir: Path, default_config: LogConfig, *, clock: Clock | None = None) -> None:
@@ -58,6 +63,8 @@ class LogManager:
         self._clock = clock or wall_clock_ms
         self._logs: dict[tuple[str, int], PartitionLog] = {}
         self._closed = False
+        self.producer_id_expiration_ms = DEFAULT_EXPIRATION_MS
+        self._next_producer_expiry_ms = self._clock() + self.PRODUCER_EXPIRATION_CHECK_MS
         marker = self.data_dir / self.CLEAN_SHUTDOWN_FILE
         marker.with_name(marker.name + ".tmp").unlink(missing_ok=True)
         self.clean_shutdown = marker.exists()
@@ -149,12 +156,19 @@ class LogManager:
     # -- periodic work and shutdown ---------------------------------------------------------------------
 
     def tick(self, now_ms: int, *, retention: bool = True) -> None:
-        """Time-based flush and (when ``retention``) retention for every log; one failing log does not stop the others."""
+        """Time-based flush, (when ``retention``) retention and producer id expiration for every log; one
+        failing log does not stop the others."""
+        expire = now_ms >= self._next_producer_expiry_ms
+        if expire:
+            self._next_producer_expiry_ms = now_ms + min(self.PRODUCER_EXPIRATION_CHECK_MS,
+                                                         self.producer_id_expiration_ms)
         for key, plog in list(self._logs.items()):
             try:
                 if retention:
                     plog.enforce_retention(now_ms)
                 plog.maybe_flush(now_ms)
+                if expire:
+                    plog.remove_expired_producers(now_ms, self.producer_id_expiration_ms)
             except Exception:
                 log.exception("periodic maintenance failed for %s-%d", *key)
 
