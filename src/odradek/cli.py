@@ -37,6 +37,9 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--set", type=parse_setting, action="append", default=[], metavar="KEY=VALUE",
                        help="a broker property, overriding the config file (repeatable)")
     serve.add_argument("--log-level", default="INFO")
+    from odradek.tools import groups
+
+    groups.add_parser(sub)
     pipeline = sub.add_parser("pipeline", help="run a shipped PySpark pipeline (needs the 'spark' extra)",
                               add_help=False)
     pipeline.add_argument("name", help="pipeline name: clickstream")
@@ -76,6 +79,10 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     if args.command == "serve":
         return cmd_serve(args)
+    if args.command == "groups":
+        from odradek.tools import groups
+
+        return groups.run(args)
     if args.command == "pipeline":
         from odradek.pipelines import run_pipeline
 

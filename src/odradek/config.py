@@ -82,6 +82,24 @@ BROKER_PROPERTIES: dict[str, Property] = {
         Property("log.cleanup.policy", str, "delete"),
         Property("min.insync.replicas", _parse_int, 1, _at_least(1)),
         Property("compression.type", str, "producer"),
+        Property("group.min.session.timeout.ms", _parse_int, 6000, _at_least(1)),
+        Property("group.max.session.timeout.ms", _parse_int, 1800000, _at_least(1)),
+        # Kafka's default (3000); a lone member does not wait it out: see group.initial.rebalance.quiet.ms
+        Property("group.initial.rebalance.delay.ms", _parse_int, 3000, _at_least(0)),
+        # odradek: the initial delay ends once no new member has joined for this long
+        Property("group.initial.rebalance.quiet.ms", _parse_int, 250, _at_least(0)),
+        Property("group.max.size", _parse_int, 2147483647, _at_least(1)),
+        Property("offsets.topic.num.partitions", _parse_int, 50, _at_least(1)),
+        Property("offsets.retention.minutes", _parse_int, 10080, _at_least(1)),
+        Property("offsets.retention.check.interval.ms", _parse_int, 600000, _at_least(1)),
+        Property("offset.metadata.max.bytes", _parse_int, 4096, _at_least(0)),
+        Property("producer.id.expiration.ms", _parse_int, 86400000, _at_least(1)),
+        # Kafka's default is 50; one node gains nothing from sharding the log over 50 partitions, which cost
+        # ~0.4 s of directory/segment creation (fsyncs) on a first start and 150 file descriptors.
+        Property("transaction.state.log.num.partitions", _parse_int, 1, _at_least(1)),
+        Property("transaction.max.timeout.ms", _parse_int, 900000, _at_least(1)),
+        Property("transaction.abort.timed.out.transaction.cleanup.interval.ms", _parse_int, 10000, _at_least(1)),
+        Property("transactional.id.expiration.ms", _parse_int, 604800000, _at_least(1)),
     ]
 }
 

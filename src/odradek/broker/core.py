@@ -19,6 +19,10 @@ from typing import TYPE_CHECKING, Iterable
 from odradek.broker.registry import HANDLERS, HandlerSpec
 from odradek.cluster.topics import Topic, TopicRegistry
 from odradek.config import BrokerConfig, log_config_for
+from odradek.coordinator import OFFSETS_TOPIC, Coordinator, offsets_topic_configs
+from odradek.coordinator.persistence import OffsetsTopicLog, partition_for
+from odradek.coordinator.producer_ids import ProducerIdManager
+from odradek.coordinator.transactions import TXN_TOPIC, GroupOffsets, TransactionCoordinator, txn_topic_configs
 from odradek.net.connection import CloseConnection, Slot
 from odradek.protocol import codec
 from odradek.protocol.api_keys import ApiKey
@@ -58,7 +62,11 @@ class Broker:
         data_dir.mkdir(parents=True, exist_ok=True)
         self.topics = TopicRegistry(data_dir)
         self.logs = LogManager(data_dir, log_config_for(config.topic_defaults()))
+        self.logs.producer_id_expiration_ms = config.int("producer.id.expiration.ms")
+        self.producer_ids = ProducerIdManager(data_dir)
         self._waiters: dict[TopicPartition, set[asyncio.Future[None]]] = {}
+        self.coordinator: Coordinator | None = None  # built by load(), once the logs are open
+        self.txn_coordinator: TransactionCoordinator | None = None  # likewise, after the group coordinator
         self._last_retention_ms = 0
 
     # lifecycle ---------------------------------------------------------------------------------------
@@ -72,8 +80,37 @@ class Broker:
                 self.logs.delete_topic(name)
         for topic in self.topics.all():
             self._configure_logs(topic)
+        self.coordinator = self._load_coordinator()
+        self.txn_coordinator = self._load_txn_coordinator()
+
+    def _load_coordinator(self) -> Coordinator:
+        """Create `__consumer_offsets` if missing, then replay it into a new group coordinator."""
+        topic = self.topics.get(OFFSETS_TOPIC)
+        if topic is None:
+            topic = self.create_topic(OFFSETS_TOPIC, self.config.int("offsets.topic.num.partitions"),
+                                      offsets_topic_configs(self.config))
+        coordinator = Coordinator(self.config, topic.partitions, lambda p: self.partition_log(OFFSETS_TOPIC, p),
+                                  lambda t, p: self.partition_log(t, p) is not None)
+        coordinator.load()
+        return coordinator
+
+    def _load_txn_coordinator(self) -> TransactionCoordinator:
+        """Create `__transaction_state` if missing, then replay it (completing interrupted commits/aborts)."""
+        topic = self.topics.get(TXN_TOPIC)
+        if topic is None:
+            topic = self.create_topic(TXN_TOPIC, self.config.int("transaction.state.log.num.partitions"),
+                                      txn_topic_configs())
+        offsets_partitions = self.topics.get(OFFSETS_TOPIC).partitions
+        txn_log = OffsetsTopicLog(topic.partitions, lambda p: self.partition_log(TXN_TOPIC, p), now_ms)
+        coordinator = TransactionCoordinator(
+            self.config, txn_log, self.producer_ids.allocate, self.partition_log, self.notify_append,
+            lambda group: partition_for(group, offsets_partitions), GroupOffsets(self.coordinator), now_ms)
+        coordinator.load()
+        return coordinator
 
     def close(self) -> None:
+        if self.coordinator is not None:
+            self.coordinator.close()
         self.logs.close()
 
     def tick(self) -> None:
@@ -82,6 +119,10 @@ class Broker:
         if retention_due:
             self._last_retention_ms = now
         self.logs.tick(now, retention=retention_due)
+        if self.coordinator is not None:
+            self.coordinator.tick(now)
+        if self.txn_coordinator is not None:
+            self.txn_coordinator.tick(now)
 
     # topics ------------------------------------------------------------------------------------------
 

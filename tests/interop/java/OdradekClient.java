@@ -32,6 +32,13 @@ import org.apache.kafka.common.serialization.StringSerializer;
  *       assigns TOPIC/PARTITION, seeks to the beginning (or to startOffset when >= 0), reads N records and prints
  *       "offset\tkey\tvalue\ttimestamp\theaders" per record (key "<null>" when absent,
  *       headers as "k=v,k=v"). Exit code 3 if fewer than N records arrived in time.
+ *   produce-txn BOOT TOPIC N commit|abort [transactionalId] [prefix]
+ *       a transactional producer (transactional.id, default "java-txn"): initTransactions, one transaction
+ *       sending N records to partition 0 (key "key-i", value VALUE(prefix, i)), flushed, then committed or
+ *       aborted; prints the acked offsets, one per line, then "committed" or "aborted".
+ *   group-consume BOOT TOPIC GROUP N [timeoutMs]
+ *       subscribes to TOPIC in consumer group GROUP (group.protocol=classic), reads N records, commits
+ *       synchronously, and prints "partition\toffset\tvalue" per record. Exit code 3 if fewer than N arrived.
  *
  * Values must stay in sync with java_value() in test_java.py.
  */
@@ -71,6 +78,16 @@ public final class OdradekClient {
                         args.length > 7 ? Integer.parseInt(args[7]) : -1,
                         args.length > 8 ? args[8] : "read_uncommitted");
                 break;
+            case "produce-txn":
+                if (args.length < 5) usage();
+                produceTxn(args[1], args[2], Integer.parseInt(args[3]), args[4],
+                        args.length > 5 ? args[5] : "java-txn", args.length > 6 ? args[6] : "");
+                break;
+            case "group-consume":
+                if (args.length < 5) usage();
+                groupConsume(args[1], args[2], args[3], Integer.parseInt(args[4]),
+                        args.length > 5 ? Long.parseLong(args[5]) : 60000L);
+                break;
             default:
                 usage();
         }
@@ -79,7 +96,9 @@ public final class OdradekClient {
     static void usage() {
         System.err.println("usage: produce BOOT TOPIC N [acks] [compression] [prefix]"
                 + " | produce-default BOOT TOPIC N [partitions] [prefix]"
-                + " | consume BOOT TOPIC PARTITION N [timeoutMs] [startOffset] [maxPartitionFetchBytes] [isolationLevel]");
+                + " | consume BOOT TOPIC PARTITION N [timeoutMs] [startOffset] [maxPartitionFetchBytes] [isolationLevel]"
+                + " | produce-txn BOOT TOPIC N commit|abort [transactionalId] [prefix]"
+                + " | group-consume BOOT TOPIC GROUP N [timeoutMs]");
         System.exit(2);
     }
 
@@ -115,6 +134,39 @@ public final class OdradekClient {
         System.out.flush();
     }
 
+    static void produceTxn(String boot, String topic, int n, String outcome, String txnId, String prefix)
+            throws Exception {
+        Properties p = new Properties();
+        p.put("bootstrap.servers", boot);
+        p.put("transactional.id", txnId);
+        p.put("linger.ms", "5");
+        p.put("max.block.ms", "30000");
+        p.put("request.timeout.ms", "20000");
+        p.put("delivery.timeout.ms", "45000");
+        p.put("key.serializer", StringSerializer.class.getName());
+        p.put("value.serializer", StringSerializer.class.getName());
+        List<Future<RecordMetadata>> futures = new ArrayList<>(n);
+        try (KafkaProducer<String, String> producer = new KafkaProducer<>(p)) {
+            producer.initTransactions();
+            producer.beginTransaction();
+            for (int i = 0; i < n; i++) {
+                futures.add(producer.send(new ProducerRecord<>(topic, 0, "key-" + i, value(prefix, i))));
+            }
+            producer.flush();
+            for (Future<RecordMetadata> f : futures) {
+                System.out.println(f.get(45, TimeUnit.SECONDS).offset());
+            }
+            if (outcome.equals("commit")) {
+                producer.commitTransaction();
+                System.out.println("committed");
+            } else {
+                producer.abortTransaction();
+                System.out.println("aborted");
+            }
+        }
+        System.out.flush();
+    }
+
     static void produceDefault(String boot, String topic, int n, int partitions, String prefix) throws Exception {
         Properties p = new Properties();
         p.put("bootstrap.servers", boot);
@@ -139,6 +191,39 @@ public final class OdradekClient {
             }
         }
         System.out.flush();
+    }
+
+    static void groupConsume(String boot, String topic, String group, int n, long timeoutMs) {
+        Properties p = new Properties();
+        p.put("bootstrap.servers", boot);
+        p.put("group.id", group);
+        p.put("group.protocol", "classic");
+        p.put("enable.auto.commit", "false");
+        p.put("auto.offset.reset", "earliest");
+        p.put("session.timeout.ms", "6000");
+        p.put("request.timeout.ms", "20000");
+        p.put("default.api.timeout.ms", "30000");
+        p.put("key.deserializer", ByteArrayDeserializer.class.getName());
+        p.put("value.deserializer", ByteArrayDeserializer.class.getName());
+        int seen = 0;
+        long deadline = System.currentTimeMillis() + timeoutMs;
+        try (KafkaConsumer<byte[], byte[]> consumer = new KafkaConsumer<>(p)) {
+            consumer.subscribe(Collections.singletonList(topic));
+            int polls = 0;
+            while (seen < n && System.currentTimeMillis() < deadline && polls < 10000) {
+                polls++;
+                for (ConsumerRecord<byte[], byte[]> r : consumer.poll(Duration.ofMillis(500))) {
+                    System.out.println(r.partition() + "\t" + r.offset() + "\t" + str(r.value()));
+                    seen++;
+                }
+            }
+            consumer.commitSync(Duration.ofSeconds(30));
+        }
+        System.out.flush();
+        if (seen < n) {
+            System.err.println("group-consume: only " + seen + " of " + n + " records before timeout");
+            System.exit(3);
+        }
     }
 
     static String str(byte[] b) {

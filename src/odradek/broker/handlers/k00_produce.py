@@ -10,25 +10,50 @@ acks: 0 → no response at all; 1 and -1 → answered after the append (a single
 flush policy, `log.flush.interval.messages`/`.ms`, decides when the data is fsynced). Any other value →
 INVALID_REQUIRED_ACKS for every partition, nothing written.
 
+Idempotent producers (batches with a producer id, from InitProducerId): the partition's producer state
+(storage/producer_state.py) checks epoch and sequence of every batch, in order, before anything of the
+record set is written. A retry of one of the producer's last 5 batches is answered with error NONE and the
+ORIGINAL base offset, and nothing is written (Kafka's handling of DUPLICATE_SEQUENCE_NUMBER; the code itself
+is never sent). An older epoch → INVALID_PRODUCER_EPOCH (the fenced zombie); a gap in the sequence, or a new
+epoch that does not start at 0 → OUT_OF_ORDER_SEQUENCE_NUMBER; a producer id with a negative epoch or
+sequence → INVALID_RECORD. A producer id the partition does not know is accepted at any sequence (Kafka
+since KIP-360, so UNKNOWN_PRODUCER_ID is never returned). Record sets without producer ids skip all this.
+
 Errors: UNKNOWN_TOPIC_OR_PARTITION, CORRUPT_MESSAGE, INVALID_RECORD, MESSAGE_TOO_LARGE,
-UNSUPPORTED_COMPRESSION_TYPE, KAFKA_STORAGE_ERROR (an OSError from the log).
-Gaps: idempotent and transactional producers (producer id / sequence checks) are not implemented yet, so
-InitProducerId is not advertised and clients do not send producer ids.
+UNSUPPORTED_COMPRESSION_TYPE, OUT_OF_ORDER_SEQUENCE_NUMBER, INVALID_PRODUCER_EPOCH, KAFKA_STORAGE_ERROR (an
+OSError from the log).
+Transactional batches are checked like idempotent ones and open the producer's transaction in the
+partition (holding back the last stable offset until the coordinator's marker); a producer fenced by an
+epoch bump gets INVALID_PRODUCER_EPOCH. Control batches are written only by the transaction coordinator: a
+produced one → INVALID_RECORD.
+Gaps: the partition does not ask the coordinator whether it is in the producer's transaction (KIP-890
+verification).
 """
 
 import logging
 
-from odradek.broker.core import RequestContext, now_ms
+from odradek.broker.core import LEADER_EPOCH, RequestContext, now_ms
 from odradek.broker.registry import handler
 from odradek.protocol.api_keys import ApiKey
 from odradek.protocol.errors import ErrorCode
 from odradek.records import legacy
 from odradek.records.batch import InvalidRecordError, patch_leader_epoch, set_log_append_time
 from odradek.records.codec import validate_produced
+from odradek.storage.producer_state import (
+    InvalidProducerEpochError,
+    InvalidProducerFieldsError,
+    OutOfOrderSequenceError,
+    ProducerStateError,
+)
 
 log = logging.getLogger(__name__)
 
-LEADER_EPOCH = 0
+
+_PRODUCER_ERRORS = {
+    InvalidProducerEpochError: ErrorCode.INVALID_PRODUCER_EPOCH,
+    OutOfOrderSequenceError: ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER,
+    InvalidProducerFieldsError: ErrorCode.INVALID_RECORD,
+}
 
 
 @handler(ApiKey.PRODUCE, 0, 11)
@@ -82,6 +107,8 @@ def _append(ctx: RequestContext, topic_name: str, index: int, records) -> dict:
         else:
             buf = legacy.upconvert(records, now_ms=now_ms())
         batches = validate_produced(buf, max_bytes)
+        if any(header.is_control for _, header in batches):
+            raise InvalidRecordError(ErrorCode.INVALID_RECORD, "control batches may not be produced")
     except InvalidRecordError as exc:
         return _result(index, exc.error_code, str(exc))
     append_time = -1
@@ -94,8 +121,15 @@ def _append(ctx: RequestContext, topic_name: str, index: int, records) -> dict:
             set_log_append_time(buf, pos, header, append_time)
     try:
         appended = partition_log.append(buf, batches)
+    except ProducerStateError as exc:
+        log.debug("produce to %s-%d refused: %s", topic_name, index, exc)
+        return _result(index, _PRODUCER_ERRORS[type(exc)], str(exc))
     except OSError as exc:
         log.error("append to %s-%d failed: %s", topic_name, index, exc)
         return _result(index, ErrorCode.KAFKA_STORAGE_ERROR, str(exc))
+    if appended.duplicate:
+        # the retry of a stored batch: answer as the original was answered
+        dup_time = appended.first_batch_max_timestamp if log_append else -1
+        return _result(index, ErrorCode.NONE, None, appended.base_offset, dup_time, partition_log.log_start_offset)
     broker.notify_append(topic_name, index)
     return _result(index, ErrorCode.NONE, None, appended.base_offset, append_time, partition_log.log_start_offset)

@@ -13,8 +13,12 @@ v0-3 serve legacy MessageSets: stored v2 batches are down-converted (magic 0 for
 uncompressed. v13+ name topics by id (UNKNOWN_TOPIC_ID when unknown).
 Sessions (KIP-227): the broker declines to create fetch sessions (session id 0 in every reply), which
 every client handles with full fetches; a request naming a session id gets FETCH_SESSION_ID_NOT_FOUND.
-Gaps: read_committed is answered like read_uncommitted (no transactions exist yet: LSO = high watermark);
-no preferred read replica (single node).
+Isolation (v4+): every partition reports its last stable offset (LSO: the first offset of its oldest open
+transaction, or the high watermark). read_committed reads only batches below the LSO and lists the aborted
+transactions (producer id, first offset) that overlap the returned range, from the partition's
+aborted-transaction index, so the client can drop their records; read_uncommitted reads up to the high
+watermark and gets no list. Control batches (markers) are returned either way; clients skip them.
+Gaps: no preferred read replica (single node).
 """
 
 import asyncio
@@ -25,6 +29,7 @@ from odradek.broker.registry import handler
 from odradek.protocol.api_keys import ApiKey
 from odradek.protocol.errors import ErrorCode
 from odradek.records import legacy
+from odradek.records.batch import iter_batches
 from odradek.storage.log import OffsetOutOfRangeError
 
 ZERO_UUID = bytes(16)
@@ -73,16 +78,18 @@ def _build(ctx: RequestContext, request: dict) -> tuple[dict, int, list]:
             if plog is None:
                 partitions.append(_partition(index, missing if t is None else ErrorCode.UNKNOWN_TOPIC_OR_PARTITION))
                 continue
-            entry = _partition(index, 0, plog.log_end_offset, plog.log_start_offset)
-            if read_committed:
-                entry["aborted_transactions"] = []
+            lso = plog.last_stable_offset
+            entry = _partition(index, 0, plog.log_end_offset, plog.log_start_offset, lso)
             limit = min(part["partition_max_bytes"], remaining)
             try:
-                data = plog.read(part["fetch_offset"], max(limit, 0), min_one_batch=(total == 0))
+                data = plog.read(part["fetch_offset"], max(limit, 0), min_one_batch=(total == 0),
+                                 max_offset=lso if read_committed else None)
             except OffsetOutOfRangeError:
                 entry["error_code"] = ErrorCode.OFFSET_OUT_OF_RANGE
                 partitions.append(entry)
                 continue
+            if read_committed:
+                entry["aborted_transactions"] = _aborted(plog, part["fetch_offset"], data, lso)
             if data and magic < 2:
                 data = legacy.downconvert(data, magic, part["fetch_offset"])
             entry["records"] = data
@@ -95,12 +102,24 @@ def _build(ctx: RequestContext, request: dict) -> tuple[dict, int, list]:
     return body, total, keys
 
 
-def _partition(index: int, error: int, high_watermark: int = -1, log_start_offset: int = -1) -> dict:
+def _aborted(plog, fetch_offset: int, data: bytes, lso: int) -> list[dict]:
+    """Aborted transactions overlapping [fetch_offset, end of the returned batches)."""
+    if not data:
+        return []
+    upper = lso
+    for _, header in iter_batches(data):
+        upper = header.last_offset + 1
+    return [{"producer_id": t.producer_id, "first_offset": t.first_offset}
+            for t in plog.aborted_transactions(fetch_offset, upper)]
+
+
+def _partition(index: int, error: int, high_watermark: int = -1, log_start_offset: int = -1,
+               last_stable_offset: int = -1) -> dict:
     return {
         "partition_index": index,
         "error_code": error,
         "high_watermark": high_watermark,
-        "last_stable_offset": high_watermark,
+        "last_stable_offset": last_stable_offset,
         "log_start_offset": log_start_offset,
         "aborted_transactions": None,
         "preferred_read_replica": -1,

@@ -6,7 +6,8 @@ earliest, there is no tiered storage), -5 latest tiered (v9+: no tiered storage,
 timestamp ≥ 0 finds the first record whose timestamp is at or after it: the log locates the batch through
 its time index and the record is found inside it; none → offset -1, timestamp -1.
 v0 answers with `old_style_offsets` (one offset; `max_num_offsets` beyond 1 is not honoured).
-Gaps: isolation level makes no difference yet (no transactions: LSO = high watermark).
+Isolation level (v2+): with read_committed, latest is the last stable offset (the first offset of the
+oldest open transaction, or the high watermark), and a timestamp lookup finds nothing at or past it.
 """
 
 from odradek.broker.core import LEADER_EPOCH, RequestContext
@@ -30,7 +31,8 @@ def list_offsets(ctx: RequestContext, request: dict) -> dict:
                 partitions.append({"partition_index": part["partition_index"],
                                    "error_code": ErrorCode.UNKNOWN_TOPIC_OR_PARTITION})
                 continue
-            offset, timestamp = lookup(plog, part["timestamp"])
+            read_committed = ctx.api_version >= 2 and request["isolation_level"] == 1
+            offset, timestamp = lookup(plog, part["timestamp"], read_committed)
             partitions.append({
                 "partition_index": part["partition_index"],
                 "error_code": 0,
@@ -43,10 +45,17 @@ def list_offsets(ctx: RequestContext, request: dict) -> dict:
     return {"throttle_time_ms": 0, "topics": topics}
 
 
-def lookup(plog: PartitionLog, timestamp: int) -> tuple[int, int]:
+def lookup(plog: PartitionLog, timestamp: int, read_committed: bool = False) -> tuple[int, int]:
     """(offset, timestamp) for a ListOffsets query against one partition."""
     if timestamp == LATEST:
-        return plog.log_end_offset, -1
+        return (plog.last_stable_offset if read_committed else plog.log_end_offset), -1
+    offset, found_ts = _lookup(plog, timestamp)
+    if read_committed and timestamp not in (EARLIEST, EARLIEST_LOCAL) and offset >= plog.last_stable_offset:
+        return -1, -1
+    return offset, found_ts
+
+
+def _lookup(plog: PartitionLog, timestamp: int) -> tuple[int, int]:
     if timestamp in (EARLIEST, EARLIEST_LOCAL):
         return plog.log_start_offset, -1
     if timestamp == LATEST_TIERED:

@@ -1,0 +1,36 @@
+"""OffsetCommit (key 8), versions 0-9.
+
+Commits are validated against the group (see `coordinator.offset_manager`): generation -1 with an empty
+member id is a "simple" commit, allowed for an unknown or Empty group; otherwise ILLEGAL_GENERATION,
+UNKNOWN_MEMBER_ID, REBALANCE_IN_PROGRESS (CompletingRebalance), FENCED_INSTANCE_ID (v7+). Per partition:
+UNKNOWN_TOPIC_OR_PARTITION, OFFSET_METADATA_TOO_LARGE (`offset.metadata.max.bytes`). Accepted offsets
+are appended to `__consumer_offsets` and fsynced before the reply.
+v0 has no generation/member; v1 carries a per-partition commit timestamp; v2-4 a retention time (the
+offset then expires at commit time + retention, as in Kafka); v6+ the leader epoch, returned by
+OffsetFetch.
+Gaps: v10+ (topic ids) not advertised.
+"""
+
+from odradek.broker.core import RequestContext
+from odradek.broker.registry import handler
+from odradek.protocol.api_keys import ApiKey
+
+
+@handler(ApiKey.OFFSET_COMMIT, 0, 9)
+def offset_commit(ctx: RequestContext, request: dict) -> dict:
+    version = ctx.api_version
+    topics = []
+    for t in request["topics"]:
+        parts = [(p["partition_index"], p["committed_offset"], p["committed_leader_epoch"] if version >= 6 else -1,
+                  p["committed_metadata"], p["commit_timestamp"] if version == 1 else -1) for p in t["partitions"]]
+        topics.append((t["name"], parts))
+    retention = request["retention_time_ms"] if 2 <= version <= 4 else -1
+    errors = ctx.broker.coordinator.offsets.commit(
+        request["group_id"], request["generation_id_or_member_epoch"] if version >= 1 else -1,
+        request["member_id"] if version >= 1 else "", request["group_instance_id"] if version >= 7 else None,
+        retention, topics)
+    return {
+        "throttle_time_ms": 0,
+        "topics": [{"name": name, "partitions": [{"partition_index": p[0], "error_code": errors[(name, p[0])]}
+                                                for p in parts]} for name, parts in topics],
+    }

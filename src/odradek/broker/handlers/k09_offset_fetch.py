@@ -1,0 +1,46 @@
+"""OffsetFetch (key 9), versions 0-9.
+
+Returns committed offsets; a partition without one gets offset -1, empty metadata and no error (also for
+unknown groups and topics). `topics` null (v2+) means every partition the group has committed. v8+ ask
+for several groups at once (per-group results). v7+ `require_stable`: a partition with an offset staged
+by an open transaction (TxnOffsetCommit, coordinator/transactions.py) gets UNSTABLE_OFFSET_COMMIT and
+offset -1 until that transaction completes; without it the last committed offset is returned. v9's member id / epoch (KIP-848 groups) are ignored.
+Gaps: v10+ (topic ids) not advertised.
+"""
+
+from odradek.broker.core import RequestContext
+from odradek.broker.registry import handler
+from odradek.protocol.api_keys import ApiKey
+from odradek.protocol.errors import ErrorCode
+
+
+def _topics(ctx: RequestContext, group_id: str, requested, require_stable: bool = False) -> list[dict]:
+    wanted = None if requested is None else [(t["name"], list(t["partition_indexes"])) for t in requested]
+    out = []
+    txns = ctx.broker.txn_coordinator
+    for name, parts in ctx.broker.coordinator.offsets.fetch(group_id, wanted):
+        partitions = []
+        for p, v in parts:
+            if require_stable and txns is not None and txns.has_pending_offset(group_id, name, p):
+                partitions.append({"partition_index": p, "committed_offset": -1, "committed_leader_epoch": -1,
+                                   "metadata": "", "error_code": ErrorCode.UNSTABLE_OFFSET_COMMIT})
+                continue
+            partitions.append({"partition_index": p, "committed_offset": v.offset if v else -1,
+                               "committed_leader_epoch": v.leader_epoch if v else -1,
+                               "metadata": v.metadata if v else "", "error_code": 0})
+        out.append({"name": name, "partitions": partitions})
+    return out
+
+
+@handler(ApiKey.OFFSET_FETCH, 0, 9)
+def offset_fetch(ctx: RequestContext, request: dict) -> dict:
+    if ctx.api_version >= 8:
+        stable = request["require_stable"]
+        groups = [{"group_id": g["group_id"], "topics": _topics(ctx, g["group_id"], g["topics"], stable),
+                   "error_code": 0} for g in request["groups"]]
+        return {"throttle_time_ms": 0, "groups": groups}
+    requested = request["topics"]
+    if requested is None and ctx.api_version < 2:
+        requested = []
+    stable = ctx.api_version >= 7 and request["require_stable"]
+    return {"throttle_time_ms": 0, "topics": _topics(ctx, request["group_id"], requested, stable), "error_code": 0}

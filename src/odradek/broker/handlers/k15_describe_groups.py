@@ -1,0 +1,43 @@
+"""DescribeGroups (key 15), versions 0-5.
+
+Per group: state, protocol type, and members (id, instance id v4+, client id and host). As in Kafka, the
+protocol name and each member's metadata and assignment bytes are filled in only when the group is
+Stable. An unknown group is described as Dead with no members and error NONE.
+Gaps: authorized operations are not computed (the "not requested" sentinel); v6 not advertised.
+"""
+
+from odradek.broker.core import RequestContext
+from odradek.broker.registry import handler
+from odradek.coordinator.group import GroupState
+from odradek.protocol.api_keys import ApiKey
+from odradek.protocol.errors import ErrorCode
+
+NOT_REQUESTED = -(1 << 31)
+
+
+def describe(group, group_id: str) -> dict:
+    if group is None:
+        return {"error_code": 0, "group_id": group_id, "group_state": GroupState.DEAD.value, "protocol_type": "",
+                "protocol_data": "", "members": [], "authorized_operations": NOT_REQUESTED}
+    stable = group.is_(GroupState.STABLE)
+    members = [{
+        "member_id": m.member_id, "group_instance_id": m.group_instance_id, "client_id": m.client_id,
+        "client_host": m.client_host,
+        "member_metadata": m.metadata_for(group.protocol_name) if stable else b"",
+        "member_assignment": m.assignment if stable else b"",
+    } for m in group.members.values()]
+    return {"error_code": 0, "group_id": group_id, "group_state": group.state.value,
+            "protocol_type": group.protocol_type or "", "protocol_data": (group.protocol_name or "") if stable else "",
+            "members": members, "authorized_operations": NOT_REQUESTED}
+
+
+@handler(ApiKey.DESCRIBE_GROUPS, 0, 5)
+def describe_groups(ctx: RequestContext, request: dict) -> dict:
+    groups = ctx.broker.coordinator.groups.groups
+    out = []
+    for gid in request["groups"]:
+        if not gid:
+            out.append({**describe(None, gid), "error_code": ErrorCode.INVALID_GROUP_ID})
+        else:
+            out.append(describe(groups.get(gid), gid))
+    return {"throttle_time_ms": 0, "groups": out}

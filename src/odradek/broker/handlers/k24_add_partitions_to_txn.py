@@ -1,0 +1,62 @@
+"""AddPartitionsToTxn (key 24), versions 0-5.
+
+Adds data partitions to the producer's transaction (coordinator/transactions.py), which moves it to
+Ongoing; the new state is written to `__transaction_state` before the reply. Errors apply to every
+partition of the request: INVALID_PRODUCER_ID_MAPPING (unknown transactional id or producer id), the fenced
+code for a stale epoch (PRODUCER_FENCED from v2, INVALID_PRODUCER_EPOCH before), CONCURRENT_TRANSACTIONS
+while a commit/abort is still completing, COORDINATOR_NOT_AVAILABLE on a storage error. A partition that
+does not exist gets UNKNOWN_TOPIC_OR_PARTITION and the others OPERATION_NOT_ATTEMPTED (nothing is added).
+v0-3 carry one transaction (clients); v4-5 batch several with `verify_only` (the broker-to-broker form of
+KIP-890): each is handled the same way, and a verify-only one only checks that its partitions are already
+in the transaction (INVALID_TXN_STATE for those that are not).
+"""
+
+from odradek.broker.core import RequestContext
+from odradek.broker.registry import handler
+from odradek.coordinator.txn_state import TxnState
+from odradek.protocol.api_keys import ApiKey
+from odradek.protocol.errors import ErrorCode
+
+
+def _results(topics: list, errors: dict) -> list:
+    return [{"name": t["name"], "results_by_partition": [
+        {"partition_index": p, "partition_error_code": errors[(t["name"], p)]} for p in t["partitions"]]}
+        for t in topics]
+
+
+def _add(ctx: RequestContext, txn_id: str, pid: int, epoch: int, topics: list, verify_only: bool = False) -> list:
+    broker = ctx.broker
+    wanted = [(t["name"], p) for t in topics for p in t["partitions"]]
+    missing = {tp for tp in wanted if broker.partition_log(*tp) is None}
+    if missing:
+        errors = {tp: ErrorCode.UNKNOWN_TOPIC_OR_PARTITION if tp in missing else ErrorCode.OPERATION_NOT_ATTEMPTED
+                  for tp in wanted}
+        return _results(topics, errors)
+    coordinator = broker.txn_coordinator
+    fenced = ErrorCode.PRODUCER_FENCED if ctx.api_version >= 2 else ErrorCode.INVALID_PRODUCER_EPOCH
+    if verify_only:
+        m = coordinator.describe(txn_id)
+        if m is None or m.producer_id != pid:
+            errors = {tp: ErrorCode.INVALID_PRODUCER_ID_MAPPING for tp in wanted}
+        elif m.producer_epoch != epoch:
+            errors = {tp: fenced for tp in wanted}
+        else:
+            ongoing = m.state == TxnState.ONGOING
+            errors = {tp: 0 if ongoing and tp in m.partitions else ErrorCode.INVALID_TXN_STATE for tp in wanted}
+        return _results(topics, errors)
+    error = coordinator.add_partitions(txn_id, pid, epoch, wanted, fenced)
+    return _results(topics, {tp: error for tp in wanted})
+
+
+@handler(ApiKey.ADD_PARTITIONS_TO_TXN, 0, 5)
+def add_partitions_to_txn(ctx: RequestContext, request: dict) -> dict:
+    if ctx.api_version <= 3:
+        results = _add(ctx, request["v3_and_below_transactional_id"], request["v3_and_below_producer_id"],
+                       request["v3_and_below_producer_epoch"], request["v3_and_below_topics"])
+        return {"throttle_time_ms": 0, "results_by_topic_v3_and_below": results}
+    out = []
+    for txn in request["transactions"]:
+        results = _add(ctx, txn["transactional_id"], txn["producer_id"], txn["producer_epoch"], txn["topics"],
+                       txn["verify_only"])
+        out.append({"transactional_id": txn["transactional_id"], "topic_results": results})
+    return {"throttle_time_ms": 0, "error_code": 0, "results_by_transaction": out}

@@ -1,0 +1,15 @@
+"""DeleteGroups (key 42), versions 0-2.
+
+Deletes Empty groups with their committed offsets (tombstones in `__consumer_offsets`). Per group:
+GROUP_ID_NOT_FOUND for an unknown group, NON_EMPTY_GROUP while it has members, INVALID_GROUP_ID for "".
+"""
+
+from odradek.broker.core import RequestContext
+from odradek.broker.registry import handler
+from odradek.protocol.api_keys import ApiKey
+
+
+@handler(ApiKey.DELETE_GROUPS, 0, 2)
+def delete_groups(ctx: RequestContext, request: dict) -> dict:
+    results = ctx.broker.coordinator.offsets.delete_groups(request["groups_names"])
+    return {"throttle_time_ms": 0, "results": [{"group_id": g, "error_code": e} for g, e in results]}

@@ -1,0 +1,22 @@
+"""OffsetDelete (key 47), version 0.
+
+Deletes committed offsets of a group (tombstones in `__consumer_offsets`). Top-level GROUP_ID_NOT_FOUND
+for an unknown group, NON_EMPTY_GROUP for an active group that is not a consumer group; per partition
+GROUP_SUBSCRIBED_TO_TOPIC while active members subscribe to the topic, UNKNOWN_TOPIC_OR_PARTITION for a
+partition that does not exist.
+"""
+
+from odradek.broker.core import RequestContext
+from odradek.broker.registry import handler
+from odradek.protocol.api_keys import ApiKey
+
+
+@handler(ApiKey.OFFSET_DELETE, 0, 0)
+def offset_delete(ctx: RequestContext, request: dict) -> dict:
+    wanted = [(t["name"], [p["partition_index"] for p in t["partitions"]]) for t in request["topics"]]
+    error, results = ctx.broker.coordinator.offsets.delete_offsets(request["group_id"], wanted)
+    if error:
+        return {"error_code": error, "throttle_time_ms": 0, "topics": []}
+    return {"error_code": 0, "throttle_time_ms": 0, "topics": [
+        {"name": name, "partitions": [{"partition_index": p, "error_code": results[(name, p)]} for p in parts]}
+        for name, parts in wanted]}

@@ -1,0 +1,31 @@
+"""DescribeProducers (key 61), version 0.
+
+Per partition, the producers the partition's producer state knows (storage/producer_state.py): producer
+id, epoch, last sequence, last timestamp, the coordinator epoch of its last marker (-1: none) and the first
+offset of its open transaction there (-1: none). A partition that does not exist →
+UNKNOWN_TOPIC_OR_PARTITION.
+"""
+
+from odradek.broker.core import RequestContext
+from odradek.broker.registry import handler
+from odradek.protocol.api_keys import ApiKey
+from odradek.protocol.errors import ErrorCode
+
+
+def _partition(ctx: RequestContext, topic: str, index: int) -> dict:
+    plog = ctx.broker.partition_log(topic, index)
+    if plog is None:
+        return {"partition_index": index, "error_code": ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+                "error_message": None, "active_producers": []}
+    producers = [{"producer_id": e.producer_id, "producer_epoch": e.epoch, "last_sequence": e.last_seq,
+                  "last_timestamp": e.last_timestamp, "coordinator_epoch": e.coordinator_epoch,
+                  "current_txn_start_offset": e.txn_first_offset}
+                 for e in sorted(plog.producer_state.producers.values(), key=lambda e: e.producer_id)]
+    return {"partition_index": index, "error_code": 0, "error_message": None, "active_producers": producers}
+
+
+@handler(ApiKey.DESCRIBE_PRODUCERS, 0, 0)
+def describe_producers(ctx: RequestContext, request: dict) -> dict:
+    return {"throttle_time_ms": 0, "topics": [
+        {"name": t["name"], "partitions": [_partition(ctx, t["name"], p) for p in t["partition_indexes"]]}
+        for t in request["topics"]]}

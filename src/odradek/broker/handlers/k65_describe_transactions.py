@@ -1,0 +1,36 @@
+"""DescribeTransactions (key 65), version 0.
+
+Per transactional id: its state (Kafka's names: Empty, Ongoing, PrepareCommit, ...), timeout, start time of
+the open transaction (-1 when none), producer id and epoch, and the partitions in the transaction (the
+group's `__consumer_offsets` partition included after AddOffsetsToTxn). Unknown id →
+TRANSACTIONAL_ID_NOT_FOUND.
+"""
+
+from odradek.broker.core import RequestContext
+from odradek.broker.registry import handler
+from odradek.coordinator.txn_state import TxnState
+from odradek.protocol.api_keys import ApiKey
+from odradek.protocol.errors import ErrorCode
+
+
+def _describe(ctx: RequestContext, txn_id: str) -> dict:
+    m = ctx.broker.txn_coordinator.describe(txn_id)
+    if m is None:
+        return {"error_code": ErrorCode.TRANSACTIONAL_ID_NOT_FOUND, "transactional_id": txn_id,
+                "transaction_state": "", "transaction_timeout_ms": 0, "transaction_start_time_ms": -1,
+                "producer_id": -1, "producer_epoch": -1, "topics": []}
+    by_topic: dict[str, list[int]] = {}
+    for topic, partition in sorted(m.partitions):
+        by_topic.setdefault(topic, []).append(partition)
+    started = m.start_timestamp if m.state in (TxnState.ONGOING, TxnState.PREPARE_COMMIT,
+                                               TxnState.PREPARE_ABORT) else -1
+    return {"error_code": 0, "transactional_id": txn_id, "transaction_state": m.state.kafka_name,
+            "transaction_timeout_ms": m.timeout_ms, "transaction_start_time_ms": started,
+            "producer_id": m.producer_id, "producer_epoch": m.producer_epoch,
+            "topics": [{"topic": t, "partitions": ps} for t, ps in by_topic.items()]}
+
+
+@handler(ApiKey.DESCRIBE_TRANSACTIONS, 0, 0)
+def describe_transactions(ctx: RequestContext, request: dict) -> dict:
+    return {"throttle_time_ms": 0,
+            "transaction_states": [_describe(ctx, txn_id) for txn_id in request["transactional_ids"]]}

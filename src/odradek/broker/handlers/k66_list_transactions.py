@@ -1,0 +1,21 @@
+"""ListTransactions (key 66), versions 0-1.
+
+Every transactional id the coordinator knows, filtered by state names (`state_filters`, Kafka's names;
+unknown ones are echoed in `unknown_state_filters`), by producer ids, and (v1) by `duration_filter`: only
+transactions open for at least that many milliseconds.
+Gaps: v2 (transactional id regex filter) is not advertised.
+"""
+
+from odradek.broker.core import RequestContext
+from odradek.broker.registry import handler
+from odradek.protocol.api_keys import ApiKey
+
+
+@handler(ApiKey.LIST_TRANSACTIONS, 0, 1)
+def list_transactions(ctx: RequestContext, request: dict) -> dict:
+    duration = request["duration_filter"] if ctx.api_version >= 1 else -1
+    found, unknown = ctx.broker.txn_coordinator.list(list(request["state_filters"]),
+                                                     list(request["producer_id_filters"]), duration)
+    return {"throttle_time_ms": 0, "error_code": 0, "unknown_state_filters": unknown,
+            "transaction_states": [{"transactional_id": m.transactional_id, "producer_id": m.producer_id,
+                                    "transaction_state": m.state.kafka_name} for m in found]}

@@ -1,0 +1,356 @@
+"""Group and offset records in the internal topic `__consumer_offsets`.
+
+The record layouts follow Kafka's own `__consumer_offsets` format (big-endian, non-flexible: strings are
+int16 length + UTF-8, nullable strings use length -1, bytes are int32 length + data, arrays int32 count),
+so that tools which understand Kafka's topic can read ours:
+
+Keys (the first int16 is the key version, which also says what the record is)::
+
+    OffsetCommitKey   version int16 = 1 (0 is read too), group string, topic string, partition int32
+    GroupMetadataKey  version int16 = 2, group string
+
+Values (a null value is a tombstone: the key was deleted)::
+
+    OffsetCommitValue v1  version int16 = 1, offset int64, metadata string, commit_timestamp int64,
+                          expire_timestamp int64            (written when the commit had a retention time)
+    OffsetCommitValue v3  version int16 = 3, offset int64, leader_epoch int32, metadata string,
+                          commit_timestamp int64            (written otherwise; v0 and v2 are read too)
+    GroupMetadataValue v3 version int16 = 3, protocol_type string, generation int32,
+                          protocol nullable string, leader nullable string, current_state_timestamp int64,
+                          members [member_id string, group_instance_id nullable string, client_id string,
+                                   client_host string, rebalance_timeout int32, session_timeout int32,
+                                   subscription bytes, assignment bytes]
+
+A group's records go to partition `abs(java_string_hash(group)) % partitions`, as in Kafka.
+
+Not thread-safe; owned by the event loop.
+"""
+
+from __future__ import annotations
+
+import struct
+from dataclasses import dataclass, field
+from typing import Callable, Iterator
+
+from odradek.records.batch import validate_v2
+from odradek.records.codec import build_batch, decode_batch
+from odradek.storage.log import PartitionLog
+
+OFFSETS_TOPIC = "__consumer_offsets"
+OFFSET_KEY_VERSION = 1
+GROUP_KEY_VERSION = 2
+MAX_RECORDS_PER_BATCH = 500
+
+_I16 = struct.Struct(">h")
+_I32 = struct.Struct(">i")
+_I64 = struct.Struct(">q")
+
+
+def java_string_hash(s: str) -> int:
+    """Java's String.hashCode (over UTF-16 code units), as a signed 32-bit int."""
+    h = 0
+    data = s.encode("utf-16-be")
+    for i in range(0, len(data), 2):
+        h = (31 * h + ((data[i] << 8) | data[i + 1])) & 0xFFFFFFFF
+    return h - (1 << 32) if h >= 1 << 31 else h
+
+
+def partition_for(group_id: str, partitions: int) -> int:
+    h = java_string_hash(group_id)
+    return (h & 0x7FFFFFFF) % partitions  # Kafka's Utils.abs masks the sign bit
+
+
+# ------------------------------------------------------------------------------------------- primitives
+
+
+class _Writer:
+    __slots__ = ("buf",)
+
+    def __init__(self) -> None:
+        self.buf = bytearray()
+
+    def i16(self, v: int) -> "_Writer":
+        self.buf += _I16.pack(v)
+        return self
+
+    def i32(self, v: int) -> "_Writer":
+        self.buf += _I32.pack(v)
+        return self
+
+    def i64(self, v: int) -> "_Writer":
+        self.buf += _I64.pack(v)
+        return self
+
+    def string(self, v: str | None) -> "_Writer":
+        if v is None:
+            return self.i16(-1)
+        raw = v.encode()
+        self.i16(len(raw))
+        self.buf += raw
+        return self
+
+    def bytes_(self, v: bytes | None) -> "_Writer":
+        if v is None:
+            return self.i32(-1)
+        self.i32(len(v))
+        self.buf += v
+        return self
+
+
+class _Reader:
+    __slots__ = ("buf", "pos")
+
+    def __init__(self, buf: bytes) -> None:
+        self.buf = buf
+        self.pos = 0
+
+    def _take(self, s: struct.Struct) -> int:
+        (v,) = s.unpack_from(self.buf, self.pos)
+        self.pos += s.size
+        return v
+
+    def i16(self) -> int:
+        return self._take(_I16)
+
+    def i32(self) -> int:
+        return self._take(_I32)
+
+    def i64(self) -> int:
+        return self._take(_I64)
+
+    def string(self) -> str | None:
+        n = self.i16()
+        if n < 0:
+            return None
+        v = bytes(self.buf[self.pos:self.pos + n]).decode()
+        self.pos += n
+        return v
+
+    def bytes_(self) -> bytes | None:
+        n = self.i32()
+        if n < 0:
+            return None
+        v = bytes(self.buf[self.pos:self.pos + n])
+        self.pos += n
+        return v
+
+
+# ------------------------------------------------------------------------------------------- records
+
+
+@dataclass
+class OffsetValue:
+    offset: int
+    leader_epoch: int = -1
+    metadata: str = ""
+    commit_timestamp: int = -1
+    expire_timestamp: int = -1  # -1: expires by the broker's retention once the group is empty
+
+
+@dataclass
+class MemberValue:
+    member_id: str
+    group_instance_id: str | None
+    client_id: str
+    client_host: str
+    rebalance_timeout_ms: int
+    session_timeout_ms: int
+    subscription: bytes
+    assignment: bytes
+
+
+@dataclass
+class GroupValue:
+    protocol_type: str
+    generation: int
+    protocol: str | None
+    leader: str | None
+    current_state_timestamp: int
+    members: list[MemberValue] = field(default_factory=list)
+
+
+def offset_key(group: str, topic: str, partition: int) -> bytes:
+    return bytes(_Writer().i16(OFFSET_KEY_VERSION).string(group).string(topic).i32(partition).buf)
+
+
+def group_key(group: str) -> bytes:
+    return bytes(_Writer().i16(GROUP_KEY_VERSION).string(group).buf)
+
+
+def encode_offset_value(v: OffsetValue) -> bytes:
+    w = _Writer()
+    if v.expire_timestamp >= 0:
+        w.i16(1).i64(v.offset).string(v.metadata).i64(v.commit_timestamp).i64(v.expire_timestamp)
+    else:
+        w.i16(3).i64(v.offset).i32(v.leader_epoch).string(v.metadata).i64(v.commit_timestamp)
+    return bytes(w.buf)
+
+
+def decode_offset_value(raw: bytes) -> OffsetValue:
+    r = _Reader(raw)
+    version = r.i16()
+    offset = r.i64()
+    epoch = r.i32() if version >= 3 else -1
+    metadata = r.string() or ""
+    commit_ts = r.i64()
+    expire_ts = r.i64() if version == 1 else -1
+    return OffsetValue(offset, epoch, metadata, commit_ts, expire_ts)
+
+
+def encode_group_value(v: GroupValue) -> bytes:
+    w = _Writer().i16(3).string(v.protocol_type).i32(v.generation).string(v.protocol).string(v.leader)
+    w.i64(v.current_state_timestamp).i32(len(v.members))
+    for m in v.members:
+        w.string(m.member_id).string(m.group_instance_id).string(m.client_id).string(m.client_host)
+        w.i32(m.rebalance_timeout_ms).i32(m.session_timeout_ms).bytes_(m.subscription).bytes_(m.assignment)
+    return bytes(w.buf)
+
+
+def decode_group_value(raw: bytes) -> GroupValue:
+    r = _Reader(raw)
+    version = r.i16()
+    protocol_type = r.string() or ""
+    generation = r.i32()
+    protocol = r.string()
+    leader = r.string()
+    state_ts = r.i64() if version >= 2 else -1
+    members = []
+    for _ in range(r.i32()):
+        member_id = r.string() or ""
+        instance = r.string() if version >= 3 else None
+        client_id = r.string() or ""
+        client_host = r.string() or ""
+        rebalance = r.i32() if version >= 1 else -1
+        session = r.i32()
+        subscription = r.bytes_() or b""
+        assignment = r.bytes_() or b""
+        members.append(MemberValue(member_id, instance, client_id, client_host,
+                                   rebalance if rebalance >= 0 else session, session, subscription, assignment))
+    return GroupValue(protocol_type, generation, protocol, leader, state_ts, members)
+
+
+Key = tuple  # ("offset", group, topic, partition) or ("group", group)
+
+
+def decode_key(raw: bytes) -> Key | None:
+    r = _Reader(raw)
+    version = r.i16()
+    if version in (0, 1):
+        return ("offset", r.string() or "", r.string() or "", r.i32())
+    if version == GROUP_KEY_VERSION:
+        return ("group", r.string() or "")
+    return None  # a record type we do not know (e.g. a newer Kafka's): skipped
+
+
+# ------------------------------------------------------------------------------------------- the log
+
+
+class OffsetsTopicLog:
+    """Appends group/offset records to `__consumer_offsets` and replays them at start.
+
+    Every `write` is one v2 batch (``records.codec.build_batch``) appended to the group's partition and
+    fsynced before it returns, so a caller that acknowledges afterwards never loses an acknowledged commit.
+
+    Replay cost is bounded by snapshots: `maybe_compact` rewrites the live keys of a partition (the last
+    value of every key, tombstones dropped) as fresh batches at the end of the log, fsyncs them, and then
+    moves the log start to the first snapshot batch (`delete_records_before`), which drops whole old
+    segments. Replay starts at the log start, so it reads at most one snapshot plus what followed it. A
+    crash between the snapshot and the move only means some keys are read twice (the last one wins).
+
+    Not thread-safe; owned by the event loop.
+    """
+
+    def __init__(self, partitions: int, get_log: Callable[[int], PartitionLog | None],
+                 clock_ms: Callable[[], int]) -> None:
+        self.partitions = partitions
+        self._get_log = get_log
+        self._clock_ms = clock_ms
+        # records appended since the last snapshot, per partition (drives maybe_compact)
+        self._appended: dict[int, int] = {}
+        self._live: dict[int, dict[bytes, bytes]] = {}  # partition -> key -> last value (for snapshots)
+
+    def partition_for(self, group_id: str) -> int:
+        return partition_for(group_id, self.partitions)
+
+    def write(self, group_id: str, records: list[tuple[bytes, bytes | None]]) -> None:
+        """Append ``(key, value)`` records (value None = tombstone) for one group; fsync before returning."""
+        if not records:
+            return
+        partition = self.partition_for(group_id)
+        self._append(partition, records)
+        live = self._live.setdefault(partition, {})
+        for key, value in records:
+            if value is None:
+                live.pop(key, None)
+            else:
+                live[key] = value
+        self._appended[partition] = self._appended.get(partition, 0) + len(records)
+
+    def _append(self, partition: int, records: list[tuple[bytes, bytes | None]]) -> int:
+        plog = self._get_log(partition)
+        if plog is None:
+            raise RuntimeError(f"{OFFSETS_TOPIC}-{partition} does not exist")
+        now = self._clock_ms()
+        first = plog.log_end_offset
+        for i in range(0, len(records), MAX_RECORDS_PER_BATCH):
+            chunk = records[i:i + MAX_RECORDS_PER_BATCH]
+            buf = bytearray(build_batch([(k, v, (), now) for k, v in chunk]))
+            plog.append(buf, validate_v2(buf))
+        plog.flush()
+        return first
+
+    def replay(self) -> Iterator[tuple[bytes, bytes | None]]:
+        """Every record of every partition in log order (keys and values as stored)."""
+        for partition in range(self.partitions):
+            plog = self._get_log(partition)
+            if plog is None:
+                continue
+            live = self._live.setdefault(partition, {})
+            count = 0
+            offset = plog.log_start_offset
+            end = plog.log_end_offset
+            while offset < end:
+                data = plog.read(offset, 1 << 20, min_one_batch=True)
+                if not data:
+                    break
+                view = memoryview(data)
+                pos = 0
+                while pos < len(view):
+                    header, records = decode_batch(view, pos)
+                    pos += header.size
+                    offset = max(offset, header.last_offset + 1)
+                    for rec in records:
+                        if rec.offset < plog.log_start_offset or rec.key is None:
+                            continue
+                        count += 1
+                        key = bytes(rec.key)
+                        value = None if rec.value is None else bytes(rec.value)
+                        if value is None:
+                            live.pop(key, None)
+                        else:
+                            live[key] = value
+                        yield key, value
+            self._appended[partition] = count
+
+    def maybe_compact(self, min_records: int = 1000) -> int:
+        """Snapshot every partition whose log holds far more records than live keys; returns how many."""
+        done = 0
+        for partition, appended in list(self._appended.items()):
+            live = self._live.get(partition, {})
+            if appended < min_records or appended < 2 * len(live):
+                continue
+            plog = self._get_log(partition)
+            if plog is None:
+                continue
+            if live:
+                start = self._append(partition, list(live.items()))
+            else:
+                start = plog.log_end_offset
+            plog.delete_records_before(start)
+            self._appended[partition] = len(live)
+            done += 1
+        return done
+
+    def forget(self, partition: int) -> None:
+        self._live.pop(partition, None)
+        self._appended.pop(partition, None)
