@@ -234,16 +234,18 @@ def corrupt_copy_of_last_batch(data: bytes, spans) -> bytes:
     return bytes(batch)
 
 
-# Each damage returns (new segment bytes, number of records that must survive).
+# Each damage returns (new segment bytes, number of records that must survive). Appended junk must cost
+# nothing; a cut into or at the start of the last batch loses exactly that batch, whose base offset is then
+# the number of survivors (the client decides how records are batched, so this is read from the spans).
 DAMAGES = {
-    "random-garbage": lambda data, spans: (data + os.urandom(333), 10),
-    "zero-fill": lambda data, spans: (data + bytes(4096), 10),
-    "partial-header": lambda data, spans: (data + struct.pack(">qi", spans[-1][1] + 1, 500) + b"\x00\x00", 10),
-    "huge-length": lambda data, spans: (data + struct.pack(">qi", spans[-1][1] + 1, 0x7FFFFFF0) + bytes(64), 10),
-    "bad-crc-batch": lambda data, spans: (data + corrupt_copy_of_last_batch(data, spans), 10),
-    "truncate-mid-batch": lambda data, spans: (data[:-5], 6),
-    "truncate-mid-header": lambda data, spans: (data[: spans[-1][2] + 30], 6),
-    "truncate-at-boundary": lambda data, spans: (data[: spans[-1][2]], 6),
+    "random-garbage": lambda data, spans: (data + os.urandom(333), spans[-1][1] + 1),
+    "zero-fill": lambda data, spans: (data + bytes(4096), spans[-1][1] + 1),
+    "partial-header": lambda data, spans: (data + struct.pack(">qi", spans[-1][1] + 1, 500) + b"\x00\x00", spans[-1][1] + 1),
+    "huge-length": lambda data, spans: (data + struct.pack(">qi", spans[-1][1] + 1, 0x7FFFFFF0) + bytes(64), spans[-1][1] + 1),
+    "bad-crc-batch": lambda data, spans: (data + corrupt_copy_of_last_batch(data, spans), spans[-1][1] + 1),
+    "truncate-mid-batch": lambda data, spans: (data[:-5], spans[-1][0]),
+    "truncate-mid-header": lambda data, spans: (data[: spans[-1][2] + 30], spans[-1][0]),
+    "truncate-at-boundary": lambda data, spans: (data[: spans[-1][2]], spans[-1][0]),
 }
 
 
@@ -279,7 +281,11 @@ def test_truncated_segment_rejects_fetch_past_end(broker_factory, topic_name):
     b.start()
     consumer = Consumer(consumer_config(b.bootstrap, **{"auto.offset.reset": "error"}))
     try:
-        consumer.assign([TopicPartition(topic_name, 0, 8)])  # lost with the damaged batch
+        _, high = consumer.get_watermark_offsets(TopicPartition(topic_name, 0), timeout=10)
+        assert high == spans[-1][0], f"the damaged last batch {spans[-1]} should be gone; high watermark {high}"
+        # An offset lost with the damaged batch (or, if that batch held one record, the first past the end).
+        lost = spans[-1][1] if spans[-1][1] > high else high + 1
+        consumer.assign([TopicPartition(topic_name, 0, lost)])
         error = None
         for _ in bounded(100, 20):
             msg = consumer.poll(0.5)
