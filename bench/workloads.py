@@ -8,6 +8,7 @@ throughput.py re-exports these names).
 
 from __future__ import annotations
 
+import argparse
 import datetime
 import logging
 import multiprocessing
@@ -133,18 +134,25 @@ def machine() -> dict:
 # Throughput
 
 
-def produce(bootstrap: str, topic: str, size: int, count: int, cap_s: float, acks: str) -> dict:
+def produce(bootstrap: str, topic: str, size: int, count: int, cap_s: float, acks: str,
+            config: dict | None = None, per_txn: int | None = None) -> dict:
     """Produce `count` records of `size` random bytes (no key, default partitioner) as fast as possible.
 
     The producer connects and loads metadata before the clock starts; time runs from the first produce()
-    to the end of flush(); only records whose delivery report succeeded count.
+    to the end of flush(); only records whose delivery report succeeded count. `config` adds to (or
+    overrides) the producer settings, e.g. enable.idempotence or max.in.flight.requests.per.connection.
+
+    With `per_txn` the producer is transactional (`config` must set transactional.id): it inits transactions
+    before the clock starts, produces in transactions of `per_txn` records (begin, produce, commit), checks
+    the time cap only between transactions and lets a started transaction commit up to 30 s past it; only
+    records that were delivered and committed count, and the result also holds the number of transactions.
     """
     client_log = ClientLog()
     producer = Producer({
         "bootstrap.servers": bootstrap, "acks": acks, "linger.ms": 5, "batch.size": 1_000_000,
         "compression.type": "none", "enable.idempotence": False,
         "queue.buffering.max.messages": 500_000, "message.timeout.ms": int(cap_s * 1000) + 30_000,
-        "logger": client_log.logger})
+        "logger": client_log.logger, **(config or {})})
     payload = make_payload(size)
     state = {"delivered": 0, "failed": 0, "first_error": None}
 
@@ -155,11 +163,18 @@ def produce(bootstrap: str, topic: str, size: int, count: int, cap_s: float, ack
             state["failed"] += 1
             state["first_error"] = state["first_error"] or str(err)
 
+    if per_txn is not None:
+        producer.init_transactions(30)
     producer.list_topics(topic, timeout=10)  # connect and load metadata before the clock starts
+    grace_s = 0.0 if per_txn is None else 30.0
     start = time.perf_counter()
     deadline = start + cap_s
-    sent = 0
-    while sent < count and time.perf_counter() < deadline:
+    sent = committed = transactions = 0
+    in_txn = False
+    while sent < count and (in_txn or time.perf_counter() < deadline):
+        if per_txn is not None and not in_txn:
+            producer.begin_transaction()
+            in_txn = True
         try:
             producer.produce(topic, payload, on_delivery=on_delivery)
             sent += 1
@@ -167,10 +182,18 @@ def produce(bootstrap: str, topic: str, size: int, count: int, cap_s: float, ack
             producer.poll(0.001)  # local queue full: wait for deliveries to drain it
             continue
         producer.poll(0)
-    producer.flush(max(0.0, deadline - time.perf_counter()))
+        if in_txn and (sent % per_txn == 0 or sent == count):
+            producer.commit_transaction(max(5.0, deadline - time.perf_counter() + grace_s))
+            in_txn = False
+            committed = sent
+            transactions += 1
+    producer.flush(max(0.0, deadline - time.perf_counter() + grace_s))
     elapsed = time.perf_counter() - start
-    result = {"records": state["delivered"], "seconds": elapsed, "capped": state["delivered"] < count,
+    records = state["delivered"] if per_txn is None else min(committed, state["delivered"])
+    result = {"records": records, "seconds": elapsed, "capped": records < count,
               "failed": state["failed"], "first_error": state["first_error"], "client_log": client_log.summary()}
+    if per_txn is not None:
+        result["transactions"] = transactions
     if len(producer):  # cap reached with records still in flight: drop them, they are not counted
         producer.purge()
         producer.flush(5)
@@ -218,6 +241,72 @@ def rates(result: dict, size: int) -> dict:
     result["msgs_per_s"] = result["records"] / secs if secs > 0 else 0.0
     result["mb_per_s"] = result["records"] * size / secs / 1e6 if secs > 0 else 0.0
     return result
+
+
+# --------------------------------------------------------------------------------------------------
+# Producer variants side by side (bench/idempotence.py, bench/transactions.py)
+
+
+def compare_producer_variants(doc: str, title: str, mode_column: str, name_prefix: str, topic_prefix: str,
+                              variants: list[tuple[str, dict, int | None]], records: int, size: int = 1024,
+                              cap_s: float = 15.0, quick_factor: int = 5) -> int:
+    """main() of a script that compares producer settings: parses [--quick] [--rounds N] [--bootstrap
+    HOST:PORT], starts its own broker unless given one, and per round produces `records` records of `size`
+    bytes (acks=all) with each variant into a fresh single-partition topic, alternating the order between
+    rounds; then prints a markdown table, the rates over all rounds and the failures (exit status 1 if any).
+
+    A variant is (label, producer config, records per transaction or None); a transactional one gets a
+    transactional.id of its own. --quick divides `records` and `cap_s` by `quick_factor`.
+    """
+    parser = argparse.ArgumentParser(description=doc.splitlines()[0])
+    parser.add_argument("--quick", action="store_true")
+    parser.add_argument("--rounds", type=int, default=2)
+    parser.add_argument("--bootstrap", metavar="HOST:PORT")
+    args = parser.parse_args()
+    count = records // quick_factor if args.quick else records
+    cap_s = cap_s / quick_factor if args.quick else cap_s
+    txn_column = any(per_txn is not None for _, _, per_txn in variants)
+    broker = None if args.bootstrap else OwnBroker()
+    bootstrap = args.bootstrap or broker.address
+    rows = []
+    try:
+        run_id = uuid.uuid4().hex[:8]
+        for r in range(max(1, min(args.rounds, 10))):
+            order = variants if r % 2 == 0 else variants[::-1]
+            for v, (label, config, per_txn) in enumerate(order):
+                topic = f"{topic_prefix}-{run_id}-{r}-{v}"
+                create_topic(bootstrap, topic)
+                if per_txn is not None:
+                    config = {**config, "transactional.id": f"bench-{run_id}-{topic}"}
+                row = rates(produce(bootstrap, topic, size, count, cap_s, "all", config, per_txn), size)
+                row.update(label=label, target=count)
+                rows.append(row)
+                print(f"  round {r} {name_prefix}{label}: {row['records']:,} records in {row['seconds']:.2f} s",
+                      file=sys.stderr)
+    finally:
+        if broker is not None:
+            broker.stop()
+    print(f"# odradek produce {size_label(size)} acks=all, {title}{' (--quick)' if args.quick else ''}\n")
+    if txn_column:
+        print(f"| {mode_column} | records | transactions | seconds | msgs/s | MB/s |\n|---|---:|---:|---:|---:|---:|")
+    else:
+        print(f"| {mode_column} | records | seconds | msgs/s | MB/s |\n|---|---:|---:|---:|---:|")
+    for row in rows:
+        capped = f" of {row['target']:,} (time cap)" if row["records"] < row["target"] else ""
+        txns = f" {row.get('transactions', 0):,} |" if txn_column else ""
+        print(f"| {row['label']} | {row['records']:,}{capped} |{txns} {row['seconds']:.2f} "
+              f"| {row['msgs_per_s']:,.0f} | {row['mb_per_s']:.2f} |")
+    print()
+    for label, _, _ in variants:
+        mine = [r for r in rows if r["label"] == label]
+        total = sum(r["records"] for r in mine)
+        secs = sum(r["seconds"] for r in mine)
+        if secs:
+            print(f"{name_prefix}{label}: {total / secs:,.0f} msgs/s, {total * size / secs / 1e6:.1f} MB/s (all rounds)")
+    failed = [r for r in rows if r["failed"]]
+    for r in failed:
+        print(f"\n! {name_prefix}{r['label']}: {r['failed']} failed, first: {r['first_error']}")
+    return 1 if failed else 0
 
 
 # --------------------------------------------------------------------------------------------------

@@ -158,10 +158,12 @@ def consume_messages(
     timeout: float = 30.0,
     config: dict[str, Any] | None = None,
     extra_wait: float = 0.0,
+    only_fatal: bool = False,
 ) -> list[Any]:
     """assign() one partition at `offset` (default: beginning) and poll until `n` messages arrived.
 
-    Raises AssertionError on timeout or on a message-level error event. With `extra_wait` > 0 it keeps
+    Raises AssertionError on timeout or on a message-level error event (with `only_fatal`, only on a
+    fatal one: transient errors, e.g. a client reconnecting, are skipped). With `extra_wait` > 0 it keeps
     polling that long after reaching `n`, so unexpected extra messages are returned too.
     """
     from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
@@ -169,12 +171,13 @@ def consume_messages(
     consumer = Consumer(consumer_config(bootstrap, **(config or {})))
     try:
         consumer.assign([TopicPartition(topic, partition, OFFSET_BEGINNING if offset is None else offset)])
-        return poll_n(consumer, n, timeout=timeout, extra_wait=extra_wait)
+        return poll_n(consumer, n, timeout=timeout, extra_wait=extra_wait, only_fatal=only_fatal)
     finally:
         consumer.close()
 
 
-def poll_n(consumer: Any, n: int, timeout: float = 30.0, extra_wait: float = 0.0) -> list[Any]:
+def poll_n(consumer: Any, n: int, timeout: float = 30.0, extra_wait: float = 0.0,
+           only_fatal: bool = False) -> list[Any]:
     """Poll an assigned confluent consumer until `n` data messages (see `consume_messages`)."""
     from confluent_kafka import KafkaError
 
@@ -189,7 +192,7 @@ def poll_n(consumer: Any, n: int, timeout: float = 30.0, extra_wait: float = 0.0
             err = m.error()
             if err is None:
                 out.append(m)
-            elif err.code() == KafkaError._PARTITION_EOF:
+            elif err.code() == KafkaError._PARTITION_EOF or (only_fatal and not err.fatal()):
                 continue
             else:
                 raise AssertionError(f"consumer error after {len(out)} messages: {err}")
@@ -220,6 +223,11 @@ def roundtrip(bootstrap: str, topic: str, count: int = 3, timeout: float = 30.0,
         consumer.close()
     assert [m.value() for m in got] == payloads
     assert [m.offset() for m in got] == list(range(first, first + count))
+
+
+def java_value(prefix: str, i: int) -> str:
+    """Mirror of OdradekClient.value() (java/OdradekClient.java): the values the Java harness produces."""
+    return f"{prefix}value-{i}-" + "abc" * (i % 20)
 
 
 # ---------------------------------------------------------------------------------------------------

@@ -11,7 +11,6 @@ import pytest
 
 from .helpers import bounded
 from .test_groups_confluent import create_topic, group_consumer, poll_all, produce_spread
-from .test_java import java_client  # noqa: F401  (session fixture: compiles the Java harness)
 
 
 def committed_offsets(bootstrap: str, group: str, topic: str, partitions: int) -> dict[int, int]:
@@ -94,7 +93,7 @@ def test_kcat_balanced_consumer(broker, topic_name):
     assert all(0 <= o <= 4 for o in committed.values())  # kcat auto-commits what it stored
 
 
-def test_java_consumer_in_group(broker, topic_name, java_client):  # noqa: F811
+def test_java_consumer_in_group(broker, topic_name, java_client):
     create_topic(broker.bootstrap, topic_name, 3)
     expected = produce_spread(broker.bootstrap, topic_name, 3, 4)
     group = f"g-{topic_name}"

@@ -16,8 +16,7 @@ from odradek.protocol.codec import decode_response, encode_request
 from odradek.records.batch import iter_batches
 from odradek.records.codec import build_batch
 
-from .helpers import assert_delivered, connect, consume_messages, produce_messages, read_frame
-from .test_java import java_client, java_value  # noqa: F401  (the session fixture that compiles the harness)
+from .helpers import assert_delivered, connect, consume_messages, java_value, produce_messages, read_frame
 
 ck = pytest.importorskip("confluent_kafka")
 from confluent_kafka.admin import AdminClient, NewTopic  # noqa: E402
@@ -101,7 +100,7 @@ def test_confluent_idempotent_producer_exactly_once_in_order(broker, topic_name)
 
 
 @pytest.mark.timeout(150)
-def test_java_default_producer_is_idempotent(broker, topic_name, java_client):  # noqa: F811
+def test_java_default_producer_is_idempotent(broker, topic_name, java_client):
     partitions, n = 3, 300
     create_topic(broker.bootstrap, topic_name, partitions)
     lines = java_client.run("produce-default", broker.bootstrap, topic_name, n, partitions, "jd-")

@@ -1,124 +1,17 @@
 """Interop tests: the official Java client (kafka-clients 3.9.x) against odradek.
 
-`java/OdradekClient.java` is compiled once per session against the jars shipped in the
-`shigawire-apache-flink-libraries` wheel (pyflink/lib). Without javac the tests skip, except
-under CI (`CI` set) where a missing JDK is a failure.
+The `java_client` fixture (conftest.py) compiles `java/OdradekClient.java` once per session; without
+javac these tests skip, except under CI (`CI` set) where a missing JDK is a failure.
 """
 
 from __future__ import annotations
 
-import importlib.util
-import os
-import shutil
-import site
-import subprocess
-import sys
-import time
-from pathlib import Path
-
 import pytest
 
-HARNESS_SRC = Path(__file__).parent / "java" / "OdradekClient.java"
-JARS = ["kafka-clients.jar", "lz4-java.jar", "snappy-java.jar", "zstd-jni.jar", "slf4j-api.jar"]
+from .helpers import consume_messages, java_value
+
 CODECS = ["none", "gzip", "snappy", "lz4", "zstd"]
-JAVA_TIMEOUT_S = 90
 BASE_TS = 1_720_000_000_000
-CONSUME_TIMEOUT_S = 30.0
-
-
-def java_value(prefix: str, i: int) -> str:
-    """Mirror of OdradekClient.value()."""
-    return f"{prefix}value-{i}-" + "abc" * (i % 20)
-
-
-def _candidate_lib_dirs() -> list[Path]:
-    dirs: list[Path] = []
-    spec = importlib.util.find_spec("pyflink")
-    if spec is not None:
-        for loc in spec.submodule_search_locations or []:
-            dirs.append(Path(loc) / "lib")
-        if spec.origin:
-            dirs.append(Path(spec.origin).parent / "lib")
-    roots = list(sys.path)
-    try:
-        roots += site.getsitepackages()
-    except AttributeError:
-        pass
-    for root in roots:
-        if root:
-            dirs.append(Path(root) / "pyflink" / "lib")
-    return dirs
-
-
-def find_jars() -> list[Path] | None:
-    for d in _candidate_lib_dirs():
-        jars = [d / j for j in JARS]
-        if all(j.is_file() for j in jars):
-            return jars
-    return None
-
-
-def _unavailable(reason: str):
-    if os.environ.get("CI"):
-        pytest.fail(f"Java interop must run in CI: {reason}")
-    pytest.skip(reason)
-
-
-class JavaClient:
-    def __init__(self, classes_dir: Path, jars: list[Path], java: str) -> None:
-        self.classpath = os.pathsep.join([str(classes_dir)] + [str(j) for j in jars])
-        self.java = java
-
-    def run(self, *args: str, timeout: float = JAVA_TIMEOUT_S, expect_rc: int = 0) -> list[str]:
-        cmd = [self.java, "-Xmx256m", "-XX:+UseSerialGC", "-Djava.net.preferIPv4Stack=true",
-               "-cp", self.classpath, "OdradekClient", *[str(a) for a in args]]
-        try:
-            proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
-        except subprocess.TimeoutExpired as e:
-            err = e.stderr.decode(errors="replace") if isinstance(e.stderr, bytes) else (e.stderr or "")
-            out = e.stdout.decode(errors="replace") if isinstance(e.stdout, bytes) else (e.stdout or "")
-            pytest.fail(f"java {' '.join(args[:1])} timed out after {timeout}s\n"
-                        f"--- stdout (tail) ---\n{out[-2000:]}\n--- stderr (tail) ---\n{err[-6000:]}")
-        if proc.returncode != expect_rc:
-            pytest.fail(f"java {' '.join(str(a) for a in args)} exited {proc.returncode}\n"
-                        f"--- stdout (tail) ---\n{proc.stdout[-2000:]}\n--- stderr (tail) ---\n{proc.stderr[-6000:]}")
-        return [line for line in proc.stdout.splitlines() if line.strip()]
-
-    def produce(self, bootstrap: str, topic: str, n: int, acks: str = "all", compression: str = "none",
-                prefix: str = "") -> list[int]:
-        lines = self.run("produce", bootstrap, topic, n, acks, compression, prefix)
-        return [int(x) for x in lines]
-
-    def consume(self, bootstrap: str, topic: str, n: int, partition: int = 0, start_offset: int = -1,
-                max_partition_fetch_bytes: int = -1, isolation: str = "read_uncommitted") -> list[dict]:
-        lines = self.run("consume", bootstrap, topic, partition, n, int(CONSUME_TIMEOUT_S * 1000),
-                         start_offset, max_partition_fetch_bytes, isolation)
-        out = []
-        for line in lines:
-            parts = line.split("\t")
-            assert len(parts) == 5, f"unexpected harness line: {line!r}"
-            offset, key, value, ts, headers = parts
-            out.append({"offset": int(offset), "key": key, "value": value, "timestamp": int(ts),
-                        "headers": headers})
-        return out
-
-
-@pytest.fixture(scope="session")
-def java_client(tmp_path_factory: pytest.TempPathFactory) -> JavaClient:
-    javac = shutil.which("javac")
-    java = shutil.which("java")
-    if javac is None or java is None:
-        _unavailable("javac/java not found (tools/install-system-deps.sh installs a JDK)")
-    jars = find_jars()
-    if jars is None:
-        _unavailable("pyflink/lib/kafka-clients.jar not found (install the project's [java] extra)")
-    out_dir = tmp_path_factory.mktemp("java-classes")
-    cp = os.pathsep.join(str(j) for j in jars)
-    proc = subprocess.run([javac, "-nowarn", "-d", str(out_dir), "-cp", cp, str(HARNESS_SRC)],
-                          capture_output=True, text=True, timeout=180)
-    if proc.returncode != 0:
-        pytest.fail(f"javac failed ({proc.returncode}):\n{proc.stdout}\n{proc.stderr}")
-    return JavaClient(out_dir, jars, java)
 
 
 # ------------------------------------------------------------------------------ confluent-kafka side
@@ -153,36 +46,6 @@ def confluent_produce(bootstrap: str, topic: str, records: list[dict], compressi
     return [results[i] for i in range(len(records))]
 
 
-def confluent_consume(bootstrap: str, topic: str, n: int, partition: int = 0,
-                      timeout_s: float = CONSUME_TIMEOUT_S) -> list:
-    ck = pytest.importorskip("confluent_kafka")
-    c = ck.Consumer({
-        "bootstrap.servers": bootstrap,
-        "group.id": "odradek-interop-unused",  # required by librdkafka; unused with assign() and no commits
-        "enable.auto.commit": False,
-        "enable.auto.offset.store": False,
-        "broker.address.family": "v4",
-    })
-    out: list = []
-    try:
-        c.assign([ck.TopicPartition(topic, partition, ck.OFFSET_BEGINNING)])
-        deadline = time.monotonic() + timeout_s
-        polls = 0
-        while len(out) < n and time.monotonic() < deadline and polls < 500:
-            polls += 1
-            msg = c.poll(0.5)
-            if msg is None:
-                continue
-            if msg.error():
-                if msg.error().fatal():
-                    raise AssertionError(f"confluent consumer error: {msg.error()}")
-                continue
-            out.append(msg)
-    finally:
-        c.close()
-    return out
-
-
 # ------------------------------------------------------------------------------------------- tests
 
 
@@ -200,7 +63,7 @@ def test_java_produce_then_java_and_confluent_consume(broker, topic_name, java_c
     assert [r["headers"] for r in got] == [f"idx={i}" for i in range(n)]
     assert all(r["timestamp"] > 0 for r in got)
 
-    cgot = confluent_consume(broker.bootstrap, topic_name, n)
+    cgot = consume_messages(broker.bootstrap, topic_name, n, only_fatal=True)
     assert [(m.offset(), m.key(), m.value()) for m in cgot] == [
         (i, f"key-{i}".encode(), java_value(prefix, i).encode()) for i in range(n)
     ]

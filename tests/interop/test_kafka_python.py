@@ -16,6 +16,8 @@ from kafka import KafkaAdminClient, KafkaConsumer, KafkaProducer, TopicPartition
 from kafka import codec as kafka_codec  # noqa: E402
 from kafka import errors as kafka_errors  # noqa: E402
 
+from .helpers import consume_messages  # noqa: E402
+
 API_V0 = (0, 9)  # Produce v1 / Fetch v1: magic 0 message sets, no timestamps
 API_V1 = (0, 10)  # Produce v2 / Fetch v2: magic 1 message sets, timestamps
 CONSUME_TIMEOUT_S = 30.0
@@ -115,40 +117,10 @@ def consume(bootstrap: str, topic: str, n: int, partition: int = 0, api_version=
     return out
 
 
-def confluent_consume(bootstrap: str, topic: str, n: int, partition: int = 0,
-                      timeout_s: float = CONSUME_TIMEOUT_S, legacy: str | None = None) -> list:
+def confluent_consume(bootstrap: str, topic: str, n: int, legacy: str | None = None) -> list:
     """librdkafka consumer by assign(); `legacy="0.9.0"`/`"0.10.0"` pins it to the old Fetch versions."""
-    ck = pytest.importorskip("confluent_kafka")
     extra = {"api.version.request": False, "broker.version.fallback": legacy} if legacy else {}
-    c = ck.Consumer({
-        **extra,
-        "bootstrap.servers": bootstrap,
-        # librdkafka insists on a group.id, but with assign() and no commits no group protocol is used.
-        "group.id": "odradek-interop-unused",
-        "enable.auto.commit": False,
-        "enable.auto.offset.store": False,
-        "enable.partition.eof": False,
-        "broker.address.family": "v4",
-    })
-    out: list = []
-    try:
-        c.assign([ck.TopicPartition(topic, partition, ck.OFFSET_BEGINNING)])
-        deadline = time.monotonic() + timeout_s
-        polls = 0
-        while len(out) < n and time.monotonic() < deadline and polls < 500:
-            polls += 1
-            msg = c.poll(0.5)
-            if msg is None:
-                continue
-            if msg.error():
-                err = msg.error()
-                if err.retriable() or not err.fatal():
-                    continue
-                raise AssertionError(f"confluent consumer error: {err}")
-            out.append(msg)
-    finally:
-        c.close()
-    return out
+    return consume_messages(bootstrap, topic, n, timeout=CONSUME_TIMEOUT_S, config=extra, only_fatal=True)
 
 
 def b(s: str | None) -> bytes | None:

@@ -19,9 +19,8 @@ from pathlib import Path
 
 import pytest
 
-from .helpers import bounded, wait_until
+from .helpers import bounded, java_value, wait_until
 from .test_idempotence import RawClient, create_topic
-from .test_java import java_client, java_value  # noqa: F401  (the session fixture that compiles the harness)
 
 ck = pytest.importorskip("confluent_kafka")
 from confluent_kafka import Consumer, Producer, TopicPartition  # noqa: E402
@@ -191,7 +190,7 @@ def test_kafka_python_commit_and_abort(broker, topic_name):
 
 
 @pytest.mark.timeout(180)
-def test_java_transactional_producer_and_read_committed_consumer(broker, topic_name, java_client):  # noqa: F811
+def test_java_transactional_producer_and_read_committed_consumer(broker, topic_name, java_client):
     create_topic(broker.bootstrap, topic_name)
     out = java_client.run("produce-txn", broker.bootstrap, topic_name, 5, "commit", f"{topic_name}-j", "c")
     assert out == ["0", "1", "2", "3", "4", "committed"]

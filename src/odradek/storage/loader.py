@@ -22,10 +22,17 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Iterator
 
-from odradek.records.batch import HEADER_SIZE, BatchHeader, crc_is_valid, read_header
+from odradek.records.batch import HEADER_SIZE, BatchHeader, crc_is_valid
 
 from .config import INT32_MAX, LogConfig
-from .segment import INDEX_SUFFIX, LOG_SUFFIX, TIME_INDEX_SUFFIX, LogSegment, parse_segment_file_name
+from .segment import (
+    INDEX_SUFFIX,
+    LOG_SUFFIX,
+    TIME_INDEX_SUFFIX,
+    ChunkedBatchReader,
+    LogSegment,
+    parse_segment_file_name,
+)
 
 if TYPE_CHECKING:
     from .producer_state import ProducerStateManager
@@ -108,18 +115,12 @@ def scan_batches(
     negative, and (with ``verify_crc``) the CRC-32C matches.
     """
     pos = start
-    buf = b""
-    buf_start = start
+    reader = ChunkedBatchReader(fd, end, _SCAN_CHUNK)
     expected = min_offset
     while end - pos >= HEADER_SIZE:
-        rel = pos - buf_start
-        if rel + HEADER_SIZE > len(buf):
-            buf = os.pread(fd, min(_SCAN_CHUNK, end - pos), pos)
-            buf_start = pos
-            rel = 0
-            if len(buf) < HEADER_SIZE:
-                return
-        header = read_header(buf, rel)
+        header = reader.header_at(pos)
+        if header is None:
+            return
         size = header.size
         if header.magic != 2 or size < HEADER_SIZE or size > end - pos:
             return
@@ -131,17 +132,8 @@ def scan_batches(
         ):
             return
         if verify_crc:
-            if rel + size <= len(buf):
-                ok = crc_is_valid(buf, rel, header)
-            elif size > _SCAN_CHUNK:
-                whole = os.pread(fd, size, pos)
-                ok = len(whole) == size and crc_is_valid(whole, 0, header)
-            else:
-                buf = os.pread(fd, min(_SCAN_CHUNK, end - pos), pos)
-                buf_start = pos
-                rel = 0
-                ok = len(buf) >= size and crc_is_valid(buf, 0, header)
-            if not ok:
+            batch = reader.batch_at(pos, size)
+            if batch is None or not crc_is_valid(batch[0], batch[1], header):
                 return
         expected = header.last_offset + 1
         yield pos, header

@@ -25,6 +25,46 @@ class CorruptSegmentError(Exception):
     """Bytes inside the committed part of a segment that are not a well-formed batch."""
 
 
+class ChunkedBatchReader:
+    """Reads batch headers (and, on request, whole batches) of ``fd`` below ``end`` at increasing positions,
+    ``chunk`` bytes per pread, so that stepping over many small batches costs few system calls.
+
+    It only reads: the callers decide what a valid batch is and what to do about an invalid one.
+    """
+
+    def __init__(self, fd: int, end: int, chunk: int) -> None:
+        self.fd = fd
+        self.end = end
+        self.chunk = chunk
+        self.buf = b""
+        self.buf_start = 0
+
+    def _fill(self, pos: int) -> None:
+        self.buf = os.pread(self.fd, min(self.chunk, self.end - pos), pos)
+        self.buf_start = pos
+
+    def header_at(self, pos: int) -> BatchHeader | None:
+        """The header at ``pos``, or None when fewer than HEADER_SIZE bytes could be read there."""
+        rel = pos - self.buf_start
+        if rel + HEADER_SIZE > len(self.buf):
+            self._fill(pos)
+            rel = 0
+            if len(self.buf) < HEADER_SIZE:
+                return None
+        return read_header(self.buf, rel)
+
+    def batch_at(self, pos: int, size: int) -> tuple[bytes, int] | None:
+        """(buffer, index in it) of the ``size`` bytes at ``pos``, or None when fewer could be read."""
+        rel = pos - self.buf_start
+        if rel + size <= len(self.buf):
+            return self.buf, rel
+        if size > self.chunk:
+            whole = os.pread(self.fd, size, pos)
+            return (whole, 0) if len(whole) == size else None
+        self._fill(pos)
+        return (self.buf, 0) if len(self.buf) >= size else None
+
+
 def segment_file_name(base_offset: int, suffix: str) -> str:
     return f"{base_offset:020d}{suffix}"
 
@@ -305,18 +345,11 @@ class LogSegment:
     def walk(self, pos: int = 0) -> Iterator[tuple[int, BatchHeader]]:
         """(position, header) of each batch from ``pos`` to the committed end, reading headers in chunks."""
         end = self.size
-        fd = self.fd
-        buf = b""
-        buf_start = pos
+        reader = ChunkedBatchReader(self.fd, end, _WALK_CHUNK)
         while pos + HEADER_SIZE <= end:
-            rel = pos - buf_start
-            if rel + HEADER_SIZE > len(buf):
-                buf = os.pread(fd, min(_WALK_CHUNK, end - pos), pos)
-                buf_start = pos
-                rel = 0
-                if len(buf) < HEADER_SIZE:
-                    raise CorruptSegmentError(f"{self.log_path}: short read at byte {pos}")
-            header = read_header(buf, rel)
+            header = reader.header_at(pos)
+            if header is None:
+                raise CorruptSegmentError(f"{self.log_path}: short read at byte {pos}")
             size = header.size
             if header.magic != 2 or size < HEADER_SIZE or pos + size > end:
                 raise CorruptSegmentError(f"{self.log_path}: no valid batch at byte {pos}")

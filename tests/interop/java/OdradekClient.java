@@ -40,7 +40,7 @@ import org.apache.kafka.common.serialization.StringSerializer;
  *       subscribes to TOPIC in consumer group GROUP (group.protocol=classic), reads N records, commits
  *       synchronously, and prints "partition\toffset\tvalue" per record. Exit code 3 if fewer than N arrived.
  *
- * Values must stay in sync with java_value() in test_java.py.
+ * Values must stay in sync with java_value() in helpers.py.
  */
 public final class OdradekClient {
 
