@@ -67,6 +67,10 @@ BROKER_PROPERTIES: dict[str, Property] = {
         Property("delete.topic.enable", _parse_bool, True),
         Property("message.max.bytes", _parse_int, 1048588, _at_least(0)),
         Property("socket.request.max.bytes", _parse_int, 104857600, _at_least(1)),
+        # Upper bound on one Fetch response, whatever the client asks for (Kafka's default is 55 MiB). Large
+        # responses cost more to join and to push through asyncio's transport buffer than extra round trips
+        # do; see README's performance section. The first batch is returned whatever its size.
+        Property("fetch.max.bytes", _parse_int, 4 << 20, _at_least(1024)),
         Property("log.segment.bytes", _parse_int, 1 << 30, _at_least(14)),
         Property("log.roll.ms", _parse_int, None),
         Property("log.roll.hours", _parse_int, 168, _at_least(1)),

@@ -197,3 +197,25 @@ def test_offset_for_leader_epoch(broker, topic_name):
     parts = request(broker.bootstrap, 23, 4, body)["topics"][0]["partitions"]
     assert [(p["error_code"], p["leader_epoch"], p["end_offset"]) for p in parts] == [
         (0, 0, 3), (0, -1, -1), (75, -1, -1), (3, -1, -1)]
+
+
+@pytest.mark.timeout(60)
+def test_broker_fetch_max_bytes_caps_responses(broker_factory, topic_name):
+    b = broker_factory({"fetch.max.bytes": "50000"})
+    create_topic(b.bootstrap, topic_name)
+    big = b"b" * 80_000  # one batch larger than the broker's cap
+    assert_delivered(produce_messages(b.bootstrap, topic_name, [{"value": big, "partition": 0}]))
+    assert_delivered(produce_messages(b.bootstrap, topic_name, [{"value": b"s" * 10_000, "partition": 0}] * 12,
+                                      config={"linger.ms": 0, "batch.num.messages": 1}))
+
+    def fetch(offset: int) -> bytes:
+        body = {"replica_id": -1, "max_wait_ms": 0, "min_bytes": 0, "max_bytes": 10 << 20, "topics": [
+            {"topic": topic_name, "partitions": [{"partition": 0, "fetch_offset": offset, "partition_max_bytes": 10 << 20}]}]}
+        return bytes(request(b.bootstrap, 1, 11, body)["responses"][0]["partitions"][0]["records"])
+
+    first = fetch(0)
+    assert 80_000 < len(first) < 90_000  # the oversized first batch alone, whatever the cap
+    rest = fetch(1)
+    assert 0 < len(rest) <= 50_000  # several small batches, but never past the cap
+    # A consumer asking for far more still reads everything, just in more round trips.
+    assert [len(m.value()) for m in consume_messages(b.bootstrap, topic_name, 13)] == [80_000] + [10_000] * 12

@@ -4,8 +4,9 @@ Long poll: the response is built at once; if it holds fewer than `min_bytes` and
 handler parks until an append to one of the requested partitions wakes it (Broker.wait_for_append), then
 builds again, until `min_bytes` is met or the wait is over.
 
-Sizes: each partition gets at most `partition_max_bytes`, the whole response at most `max_bytes` (v3+),
-except that the first partition with data always returns at least its first whole batch, so a consumer
+Sizes: each partition gets at most `partition_max_bytes`, the whole response at most `max_bytes` (v3+)
+and never more than the broker's `fetch.max.bytes` (4 MiB by default: a bigger response costs more to
+join and push through the transport than the round trips it saves), except that the first partition with data always returns at least its first whole batch, so a consumer
 whose limits are smaller than a batch still makes progress. A fetch from the middle of a batch returns the
 whole batch; clients skip the records before their offset.
 
@@ -56,7 +57,7 @@ def _build(ctx: RequestContext, request: dict) -> tuple[dict, int, list]:
     """Return (response body, bytes of records in it, partitions worth waiting on)."""
     broker = ctx.broker
     version = ctx.api_version
-    remaining = request["max_bytes"] if version >= 3 else 0x7FFFFFFF
+    remaining = min(request["max_bytes"] if version >= 3 else 0x7FFFFFFF, broker.config.int("fetch.max.bytes"))
     magic = 0 if version <= 1 else 1 if version <= 3 else 2
     read_committed = request["isolation_level"] == 1
     total = 0
