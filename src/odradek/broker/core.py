@@ -61,7 +61,12 @@ class Broker:
         self.advertised_port = advertised_port
         data_dir.mkdir(parents=True, exist_ok=True)
         self.topics = TopicRegistry(data_dir)
-        self.logs = LogManager(data_dir, log_config_for(config.topic_defaults()))
+        # Broker properties are fixed for the life of the process, so the topic defaults derived from them are
+        # computed once; each topic's merged configs are cached until its overrides change (the produce path
+        # reads them for every partition of every request).
+        self.topic_defaults = config.topic_defaults()
+        self._effective_configs: dict[str, dict[str, str]] = {}
+        self.logs = LogManager(data_dir, log_config_for(self.topic_defaults))
         self.logs.producer_id_expiration_ms = config.int("producer.id.expiration.ms")
         self.producer_ids = ProducerIdManager(data_dir)
         self._waiters: dict[TopicPartition, set[asyncio.Future[None]]] = {}
@@ -127,8 +132,10 @@ class Broker:
     # topics ------------------------------------------------------------------------------------------
 
     def effective_configs(self, topic: Topic) -> dict[str, str]:
-        configs = self.config.topic_defaults()
-        configs.update(topic.configs)
+        """Defaults merged with the topic's overrides; shared and cached, so callers must not modify it."""
+        configs = self._effective_configs.get(topic.name)
+        if configs is None:
+            configs = self._effective_configs[topic.name] = {**self.topic_defaults, **topic.configs}
         return configs
 
     def _configure_logs(self, topic: Topic) -> None:
@@ -148,6 +155,7 @@ class Broker:
 
     def alter_topic_configs(self, name: str, overrides: dict[str, str]) -> Topic:
         topic = self.topics.set_configs(name, overrides)
+        self._effective_configs.pop(name, None)
         self._configure_logs(topic)
         return topic
 
@@ -159,6 +167,7 @@ class Broker:
 
     def delete_topic(self, name: str) -> None:
         self.topics.delete(name)
+        self._effective_configs.pop(name, None)
         self.logs.delete_topic(name)
         # Wake fetchers parked on the deleted partitions so they answer UNKNOWN_TOPIC_OR_PARTITION now.
         for key in [k for k in self._waiters if k[0] == name]:

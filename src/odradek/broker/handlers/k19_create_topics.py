@@ -81,7 +81,7 @@ def _create_one(ctx: RequestContext, topic: dict, validate_only: bool) -> dict:
         overrides[config["name"]] = config["value"]
     if validate_only:
         topic_id = bytes(16)
-        effective = {**broker.config.topic_defaults(), **overrides}
+        effective = {**broker.topic_defaults, **overrides}
     else:
         created = broker.create_topic(name, partitions, overrides)
         topic_id = created.topic_id
