@@ -270,6 +270,22 @@ class _Gen:
         self.emit(0, f"def {name}():", f"    return {{{items}}}", "")
         return name
 
+    def runs(self, regular):
+        """Split fields into runs, in order: (struct name, size, fields) for adjacent fixed-width fields, which
+        are packed and unpacked with one precompiled Struct, or (None, 0, [field]) for a variable-width one."""
+        i = 0
+        while i < len(regular):
+            j = i
+            if regular[i][1] in _FIXED:
+                while j + 1 < len(regular) and regular[j + 1][1] in _FIXED:
+                    j += 1
+                group = regular[i:j + 1]
+                fmt = ">" + "".join(_FIXED[g[1]][0] for g in group)
+                yield self.struct_obj(fmt), sum(_FIXED[g[1]][1] for g in group), group
+            else:
+                yield None, 0, [regular[i]]
+            i = j + 1
+
     # ============================================================ decoding
     def gen_decoder(self, fields):
         """Emit a struct decoder function; return its name."""
@@ -277,17 +293,8 @@ class _Gen:
         regular, tagged = self.split(fields)
         body = []
         local = {}
-        i = 0
-        while i < len(regular):
-            f = regular[i]
-            if f[1] in _FIXED:
-                group = [f]
-                while i + 1 < len(regular) and regular[i + 1][1] in _FIXED:
-                    i += 1
-                    group.append(regular[i])
-                fmt = ">" + "".join(_FIXED[g[1]][0] for g in group)
-                size = sum(_FIXED[g[1]][1] for g in group)
-                s = self.struct_obj(fmt)
+        for s, size, group in self.runs(regular):
+            if s is not None:
                 names = [self.uid("v") for _ in group]
                 for g, nm in zip(group, names):
                     local[g[0]] = nm
@@ -297,10 +304,10 @@ class _Gen:
                     body.append((1, f"{', '.join(names)} = {s}.unpack_from(buf, pos)"))
                 body.append((1, f"pos += {size}"))
             else:
+                f = group[0]
                 nm = self.uid("v")
                 local[f[0]] = nm
                 self.dec_value(f, nm, 1, body)
-            i += 1
         # dict construction
         items = []
         for f in fields:
@@ -462,23 +469,15 @@ class _Gen:
         name = self.uid("_e")
         regular, tagged = self.split(fields)
         body = [(1, "g = v.get"), (1, "app = out.append")]
-        i = 0
-        while i < len(regular):
-            f = regular[i]
-            if f[1] in _FIXED:
-                group = [f]
-                while i + 1 < len(regular) and regular[i + 1][1] in _FIXED:
-                    i += 1
-                    group.append(regular[i])
-                fmt = ">" + "".join(_FIXED[g[1]][0] for g in group)
-                s = self.struct_obj(fmt)
+        for s, _, group in self.runs(regular):
+            if s is not None:
                 args = ", ".join(f"g({g[0]!r}, {self.enc_default(g)})" for g in group)
                 body.append((1, f"app({s}.pack({args}))"))
             else:
+                f = group[0]
                 x = self.uid("x")
                 body.append((1, f"{x} = g({f[0]!r}, {self.enc_default(f)})"))
                 self.enc_value(f, x, "out", "app", 1, body)
-            i += 1
         if self.flex:
             if not tagged:
                 body.append((1, "app(b'\\x00')"))
