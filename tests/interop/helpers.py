@@ -57,8 +57,8 @@ def wait_until(
 # confluent-kafka
 # ---------------------------------------------------------------------------------------------------
 
-# The broker implements no groups, idempotence or transactions (yet): producers are plain, consumers
-# use assign() only and never commit.
+# The plain path: producers without idempotence, consumers by assign() that never commit. Groups,
+# idempotence and transactions have their own suites (test_groups_*, test_idempotence, test_transactions).
 PRODUCER_DEFAULTS: dict[str, Any] = {
     "enable.idempotence": False,
     "broker.address.family": "v4",

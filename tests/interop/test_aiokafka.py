@@ -1,4 +1,4 @@
-"""Interop tests: aiokafka against odradek (no groups: assign() and no commits)."""
+"""Interop tests: aiokafka against odradek by assign() without commits (its groups: test_groups_clients.py)."""
 
 from __future__ import annotations
 
