@@ -52,3 +52,37 @@ def test_junk_compressed_body_is_refused(codec):
     batch = rebuild(build_batch(RECORDS[:1], compression=codec), body=b"\x07" * 50)
     with pytest.raises(InvalidRecordError):
         check_record_framing(batch, 0, read_header(batch))
+
+
+@pytest.mark.parametrize("value_size", [10, 100, 1000, 20_000])
+@pytest.mark.parametrize("codec", [0, 3])
+def test_records_of_one_size_pass(value_size, codec):
+    # one, two and three byte length prefixes, all taking the same-size shortcut
+    records = [(None, bytes([i]) * value_size, [], 1000) for i in range(50)]
+    batch = build_batch(records, compression=codec)
+    assert [h.records_count for _, h in validate_produced(batch)] == [50]
+
+
+def test_records_of_mixed_sizes_pass():
+    records = [(None, b"v" * (60 + (i * 37) % 9000), [], 1000 + i) for i in range(200)]
+    assert [h.records_count for _, h in validate_produced(build_batch(records))] == [200]
+
+
+def test_same_total_size_but_junk_inside_is_refused():
+    # the first record's stride times the count fills the body, but the later prefixes are not lengths
+    first = build_batch([(None, b"a" * 100, [], 1000)])[61:]
+    body = first + bytes([0xFF]) * len(first)
+    with pytest.raises(InvalidRecordError):
+        validate_produced(rebuild(build_batch([(None, b"a" * 100, [], 1000)] * 2), body=body))
+
+
+def test_two_records_of_different_sizes_with_an_even_split_pass():
+    # 2 records whose average size is a whole stride still need the walk, which accepts them
+    records = [(None, b"a" * 90, [], 1000), (None, b"b" * 110, [], 1000)]
+    assert [h.records_count for _, h in validate_produced(build_batch(records))] == [2]
+
+
+def test_truncated_two_byte_prefix_is_refused():
+    body = build_batch([(None, b"a" * 100, [], 1000)])[61:] + bytes([0xD0])
+    with pytest.raises(InvalidRecordError):
+        validate_produced(rebuild(build_batch([(None, b"a" * 100, [], 1000)] * 2), body=body))
