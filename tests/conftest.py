@@ -12,7 +12,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
-from typing import Iterator
+from typing import Iterable, Iterator
 
 import pytest
 
@@ -29,9 +29,11 @@ def free_port() -> int:
 class BrokerProcess:
     """One `odradek serve` process; restartable on the same port and data directory."""
 
-    def __init__(self, data_dir: Path, settings: dict[str, str] | None = None, port: int | None = None) -> None:
+    def __init__(self, data_dir: Path, settings: dict[str, str] | None = None, port: int | None = None,
+                 args: Iterable[str] = ()) -> None:
         self.data_dir = data_dir
         self.settings = dict(settings or {})
+        self.args = list(args)  # more `odradek serve` options
         self.port = port or free_port()
         self.proc: subprocess.Popen[str] | None = None
         self.log_path = data_dir.parent / f"broker-{self.port}.log"
@@ -44,6 +46,7 @@ class BrokerProcess:
         cmd = [sys.executable, "-m", "odradek", "serve", "--listen", self.bootstrap, "--data-dir", str(self.data_dir)]
         for key, value in self.settings.items():
             cmd += ["--set", f"{key}={value}"]
+        cmd += self.args
         log = open(self.log_path, "a")
         self.proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=log, text=True)
         deadline = time.monotonic() + START_TIMEOUT_S
@@ -94,11 +97,12 @@ class BrokerProcess:
 
 @pytest.fixture
 def broker_factory(tmp_path: Path) -> Iterator:
-    """Start brokers with custom settings: `broker_factory({"num.partitions": "3"})`."""
+    """Start brokers with custom settings: `broker_factory({"num.partitions": "3"})`, and other `serve`
+    options: `broker_factory(args=["--event-loop", "uvloop"])`."""
     started: list[BrokerProcess] = []
 
-    def make(settings: dict[str, str] | None = None, name: str = "data") -> BrokerProcess:
-        b = BrokerProcess(tmp_path / name, settings)
+    def make(settings: dict[str, str] | None = None, name: str = "data", args: Iterable[str] = ()) -> BrokerProcess:
+        b = BrokerProcess(tmp_path / name, settings, args=args)
         started.append(b)
         return b.start()
 

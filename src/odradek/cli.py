@@ -37,6 +37,9 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--set", type=parse_setting, action="append", default=[], metavar="KEY=VALUE",
                        help="a broker property, overriding the config file (repeatable)")
     serve.add_argument("--log-level", default="INFO")
+    serve.add_argument("--event-loop", choices=("asyncio", "uvloop"), default="asyncio",
+                       help="asyncio's own loop (default: sends large fetches with sendfile) or uvloop "
+                            "(the 'uvloop' extra; no sendfile, so fetches are read into memory)")
     from odradek.tools import groups
 
     groups.add_parser(sub)
@@ -57,6 +60,15 @@ def cmd_serve(args: argparse.Namespace) -> int:
     except (ConfigError, OSError) as exc:
         print(f"odradek: configuration error: {exc}", file=sys.stderr)
         return 2
+    if args.event_loop == "uvloop":
+        try:
+            import uvloop
+        except ImportError:
+            print("odradek: --event-loop uvloop needs uvloop (pip install 'odradek[uvloop]')", file=sys.stderr)
+            return 2
+        run = uvloop.run
+    else:
+        run = asyncio.run
     from odradek.broker.core import Broker
     from odradek.broker.handlers import load_handlers
     from odradek.net.server import serve
@@ -67,7 +79,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
     broker = Broker(config, args.data_dir, adv_host, adv_port)
     broker.load()
     try:
-        asyncio.run(serve(broker, host, port))
+        run(serve(broker, host, port))
     except OSError as exc:
         print(f"odradek: cannot listen on {host}:{port}: {exc}", file=sys.stderr)
         broker.close()

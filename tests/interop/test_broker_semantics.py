@@ -219,3 +219,41 @@ def test_broker_fetch_max_bytes_caps_responses(broker_factory, topic_name):
     assert 0 < len(rest) <= 50_000  # several small batches, but never past the cap
     # A consumer asking for far more still reads everything, just in more round trips.
     assert [len(m.value()) for m in consume_messages(b.bootstrap, topic_name, 13)] == [80_000] + [10_000] * 12
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("event_loop", ["asyncio", "uvloop"])
+def test_large_fetches_across_segments_come_back_byte_for_byte(broker_factory, topic_name, event_loop):
+    # Spans of 256 KiB and more go out with sendfile on asyncio's loop, and are read into memory on uvloop;
+    # one response here crosses several segments, so it interleaves response bytes, file regions and small
+    # in-memory spans. Every client must read it whole, read_committed (librdkafka's default) or not.
+    from kafka import KafkaConsumer, TopicPartition as KpTopicPartition
+
+    broker = broker_factory(args=["--event-loop", event_loop])
+    create_topic(broker.bootstrap, topic_name, config={"segment.bytes": str(600_000)})
+    values = [(b"%06d" % i) * 250 for i in range(3000)]  # 1.5 KB each, every record different: 4.5 MB
+    assert_delivered(produce_messages(broker.bootstrap, topic_name, [{"value": v, "partition": 0} for v in values],
+                                      config={"linger.ms": 20}))
+    assert len(list((broker.data_dir / f"{topic_name}-0").glob("*.log"))) >= 4
+    big_fetches = {"fetch.max.bytes": 64 << 20, "max.partition.fetch.bytes": 16 << 20,
+                   "receive.message.max.bytes": 100 << 20}
+    for isolation in ("read_uncommitted", "read_committed"):
+        got = consume_messages(broker.bootstrap, topic_name, len(values),
+                               config={**big_fetches, "isolation.level": isolation})
+        assert [m.value() for m in got] == values, isolation
+        assert [m.offset() for m in got] == list(range(len(values)))
+
+    consumer = KafkaConsumer(bootstrap_servers=broker.bootstrap, group_id=None, enable_auto_commit=False,
+                             fetch_max_bytes=16 << 20, max_partition_fetch_bytes=8 << 20)
+    try:
+        tp = KpTopicPartition(topic_name, 0)
+        consumer.assign([tp])
+        consumer.seek_to_beginning(tp)
+        seen = []
+        deadline = time.monotonic() + 60
+        while len(seen) < len(values) and time.monotonic() < deadline:
+            for records in consumer.poll(timeout_ms=500).values():
+                seen.extend(r.value for r in records)
+        assert seen == values
+    finally:
+        consumer.close()

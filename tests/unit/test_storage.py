@@ -124,6 +124,50 @@ def test_max_offset_stops_before_batches_at_or_past_it(pdir: Path) -> None:
     plog.close()
 
 
+def joined(chunks) -> bytes:
+    return b"".join(c if isinstance(c, bytes) else c.read() for c in chunks)
+
+
+@pytest.mark.parametrize("region_min", [1, 150, 1 << 30])
+def test_reading_as_file_regions_names_the_same_bytes(pdir: Path, region_min: int) -> None:
+    # regions (sent with sendfile) must cover exactly what a read into memory returns, for every limit
+    batches = [make_batch(n, payload=bytes([n]) * (30 * n)) for n in (1, 3, 2, 5, 1, 4)]
+    plog = open_log(pdir, segment_bytes=sum(map(len, batches[:3])) + 10)
+    for _ in range(3):
+        append(plog, *batches)
+    end = plog.log_end_offset
+    for offset in range(0, end, 3):
+        for max_bytes in (0, 10, 200, 700, 1 << 20):
+            for max_offset in (None, offset + 4):
+                for first in (True, False):
+                    expected = plog.read(offset, max_bytes, first, max_offset)
+                    chunks = plog.read(offset, max_bytes, first, max_offset, region_min_bytes=region_min)
+                    assert joined(chunks) == expected
+                    if region_min == 1 and max_bytes > 0:
+                        assert not any(isinstance(c, bytes) for c in chunks)
+                    for c in chunks:  # read_committed fetches bound their aborted list by this
+                        if not isinstance(c, bytes):
+                            assert c.last_offset() == [h.last_offset for _, h in iter_batches(c.read())][-1]
+    assert plog.read(end, 100, region_min_bytes=1) == []
+    plog.close()
+
+
+def test_a_region_of_a_deleted_segment_refuses_to_be_sent(pdir: Path) -> None:
+    batch = make_batch(2, payload=b"r" * 60)
+    plog = open_log(pdir, segment_bytes=2 * len(batch))
+    for _ in range(6):
+        append(plog, batch)
+    [region] = plog.read(0, len(batch), region_min_bytes=1)
+    fd = region.dup()  # a send that started before the deletion keeps the file's data
+    plog.delete_records_before(6)
+    assert plog.segment_base_offsets[0] > 0 and not segment_files(pdir)[0].name.startswith("0" * 20)
+    with pytest.raises((OSError, ValueError)):
+        region.dup()
+    assert os.pread(fd, len(batch), 0) == batch  # the first batch, stored at offset 0 as appended
+    os.close(fd)
+    plog.close()
+
+
 def test_empty_append_is_refused(pdir: Path) -> None:
     plog = open_log(pdir)
     with pytest.raises(ValueError):

@@ -237,11 +237,12 @@ class Broker:
             return None
         return codec.encode_response(api_key, version, correlation_id, body)
 
-    async def _run_async(self, spec: HandlerSpec, ctx: RequestContext, request: dict) -> bytes | None:
+    async def _run_async(self, spec: HandlerSpec, ctx: RequestContext, request: dict) -> list | None:
         body = await spec.fn(ctx, request)  # type: ignore[misc]
         if body is None:
             return None
-        return codec.encode_response(ctx.api_key, ctx.api_version, ctx.correlation_id, body)
+        # parts, not one joined frame: a Fetch response may carry file regions for the connection to sendfile
+        return codec.encode_response_parts(ctx.api_key, ctx.api_version, ctx.correlation_id, body)
 
 
 def unsupported_api_versions_response(correlation_id: int) -> bytes:

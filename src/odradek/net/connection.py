@@ -11,6 +11,12 @@ request of that connection is dispatched and the socket is not read. Requests an
 written at once and never hold the connection, so pipelined produces flow freely, while a client that
 pipelines fetches and never reads the responses gets one response in memory, not hundreds.
 
+A response is bytes, or (from an async handler) the list of a frame's parts. Parts that are not bytes are
+file regions (storage/segment.py FileRegion: ``len``, ``dup()``, ``read()``): the bytes around them go
+through the transport and each region goes from the page cache to the socket with sendfile(2) (asyncio's
+loop.sendfile), so a large Fetch response is never copied through Python. The connection stays muted
+until the last region is sent. A loop without sendfile (uvloop) gets the regions read into memory.
+
 Not thread-safe; owned by the event loop.
 """
 
@@ -23,7 +29,9 @@ from typing import Protocol, Union
 
 log = logging.getLogger(__name__)
 
-Slot = Union[bytes, None, "asyncio.Future[bytes | None]"]
+Response = Union[bytes, list, None]  # list: a frame's parts, bytes and file regions
+Slot = Union[bytes, None, "asyncio.Future[Response]"]
+_BYTES = (bytes, bytearray, memoryview)
 
 
 class CloseConnection(Exception):
@@ -39,22 +47,24 @@ class KafkaConnection(asyncio.Protocol):
         self._dispatcher = dispatcher
         self._max_request_bytes = max_request_bytes
         self._buf = bytearray()
-        self._outstanding: asyncio.Future[bytes | None] | None = None
+        self._outstanding: asyncio.Future | None = None  # a handler's response, or a send with sendfile
         self._transport: asyncio.Transport | None = None
         self._reading_paused = False
         self._writing_paused = False
+        self._sendfile = False
         self.peer: str = "?"
 
     # asyncio.Protocol -------------------------------------------------------------------------------
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        assert isinstance(transport, asyncio.Transport)
-        self._transport = transport
+        self._transport = transport  # type: ignore[assignment]  # uvloop's transports are not asyncio.Transport
         sock = transport.get_extra_info("socket")
         if sock is not None and sock.family in (socket.AF_INET, socket.AF_INET6):
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         peer = transport.get_extra_info("peername")
         self.peer = f"{peer[0]}:{peer[1]}" if peer else "?"
+        # asyncio's selector loop sends files natively; others (uvloop) have no loop.sendfile
+        self._sendfile = isinstance(asyncio.get_running_loop(), asyncio.SelectorEventLoop)
 
     def data_received(self, data: bytes) -> None:
         self._buf += data
@@ -125,30 +135,93 @@ class KafkaConnection(asyncio.Protocol):
             self.close()
             return False
         if isinstance(slot, asyncio.Future):
-            self._outstanding = slot
-            slot.add_done_callback(self._on_response_ready)
-            self._update_reading()
+            self._hold(slot, self._on_response_ready)
         elif slot is not None and self.is_open:
             self._transport.write(slot)
         # A reset seen while writing leaves the transport closing: the rest of the buffer is not served.
         return self.is_open
 
+    def _hold(self, fut: asyncio.Future, done) -> None:
+        """Mute the connection until ``fut`` is done."""
+        self._outstanding = fut
+        fut.add_done_callback(done)
+        self._update_reading()
+
     def _on_response_ready(self, fut: asyncio.Future) -> None:
         self._outstanding = None
-        if fut.cancelled():
-            return
-        exc = fut.exception()
-        if exc is not None:
-            if not isinstance(exc, CloseConnection):
-                log.error("closing %s: request handling failed", self.peer, exc_info=exc)
-            self.close()
+        if not self._succeeded(fut, CloseConnection):
             return
         response = fut.result()
         if response is not None and self.is_open:
+            if isinstance(response, list):
+                if not all(isinstance(part, _BYTES) for part in response):
+                    if self._sendfile:
+                        self._hold(asyncio.ensure_future(self._send_regions(response)), self._on_sent)
+                        return
+                    try:
+                        response = [part if isinstance(part, _BYTES) else part.read() for part in response]
+                    except (OSError, ValueError) as exc:  # the region's segment was deleted meanwhile
+                        log.info("closing %s: %s", self.peer, exc)
+                        self.close()
+                        return
+                response = b"".join(response)
             self._transport.write(response)
+        self._resume()
+
+    def _on_sent(self, fut: asyncio.Future) -> None:
+        self._outstanding = None
+        # a peer gone mid-send, or a segment deleted before its region went out
+        if self._succeeded(fut, (CloseConnection, OSError, ValueError)):
+            self._resume()
+
+    def _succeeded(self, fut: asyncio.Future, expected) -> bool:
+        """False (and the connection closed) when ``fut`` was cancelled or failed; failures of the
+        ``expected`` types are logged as events, any other as a bug."""
+        if fut.cancelled():
+            return False
+        exc = fut.exception()
+        if exc is None:
+            return True
+        if isinstance(exc, expected):
+            log.info("closing %s: %s", self.peer, exc)
+        else:
+            log.error("closing %s: request handling failed", self.peer, exc_info=exc)
+        self.close()
+        return False
+
+    def _resume(self) -> None:
         self._update_reading()
         if not self._over_limit() and self._buf:
             self._process_frames()
+
+    async def _send_regions(self, parts: list) -> None:
+        """Write a frame's parts in order: runs of bytes through the transport, regions with sendfile."""
+        loop = asyncio.get_running_loop()
+        # Every region's fd is duplicated before the first byte goes out, so no segment deleted while an
+        # earlier part is being sent can take a region's data with it.
+        files = []
+        try:
+            for part in parts:
+                if not isinstance(part, _BYTES):
+                    files.append(open(part.dup(), "rb", buffering=0))
+            pending: list = []
+            regions = iter(files)
+            for part in parts:
+                if isinstance(part, _BYTES):
+                    pending.append(part)
+                    continue
+                transport = self._transport
+                if transport is None or transport.is_closing():
+                    raise ConnectionError("connection closed while sending a response")
+                if pending:
+                    transport.write(b"".join(pending))
+                    pending.clear()
+                await loop.sendfile(transport, next(regions), part.position, part.length)
+            if pending and self.is_open:
+                self._transport.write(b"".join(pending))
+        finally:
+            for f in files:
+                f.close()
 
     def _over_limit(self) -> bool:
         return self._writing_paused or self._outstanding is not None

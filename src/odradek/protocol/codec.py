@@ -48,7 +48,7 @@ from .api_keys import API_INDEX as _API_INDEX
 
 __all__ = [
     "ProtocolError", "DecodeError", "EncodeError", "UnsupportedVersionError",
-    "decode_request_header", "decode_request", "encode_response", "encode_request",
+    "decode_request_header", "decode_request", "encode_response", "encode_response_parts", "encode_request",
     "decode_response", "request_versions", "has_api", "encode_struct", "decode_struct",
     "request_header_version", "response_header_version", "get_decoder", "get_encoder",
 ]
@@ -802,13 +802,26 @@ def decode_request(api_key, api_version, frame, offset):
     return d
 
 
-def _join_frame(out):
+def _sized_frame(out):
     out[0] = _S_I32.pack(sum(map(len, out)))
-    return b"".join(out)
+    return out
+
+
+def _join_frame(out):
+    return b"".join(_sized_frame(out))
 
 
 def encode_response(api_key, api_version, correlation_id, body):
     """Complete response frame (4-byte size prefix + response header + body)."""
+    return b"".join(encode_response_parts(api_key, api_version, correlation_id, body))
+
+
+def encode_response_parts(api_key, api_version, correlation_id, body):
+    """The frame of ``encode_response`` as the list of its parts, size prefix first, not joined.
+
+    A records value may hold objects other than bytes that have a length (file regions to be sent with
+    sendfile): they appear in the list as they are, and the size prefix counts their length.
+    """
     fn = _resp_enc.get((api_key, api_version))
     if fn is None:
         fn = _api_fn(_resp_enc, api_key, api_version, "response", "encode")
@@ -822,7 +835,7 @@ def encode_response(api_key, api_version, correlation_id, body):
         raise
     except (_struct.error, TypeError, AttributeError, ValueError, KeyError) as e:
         raise EncodeError(f"cannot encode api {api_key} v{api_version} response: {e!r}") from None
-    return _join_frame(out)
+    return _sized_frame(out)
 
 
 def encode_request(api_key, api_version, correlation_id, client_id, body):

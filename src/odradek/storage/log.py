@@ -17,7 +17,7 @@ from odradek.records.batch import BatchHeader, patch_base_offset
 from .config import INT32_MAX, LogConfig
 from .loader import LogLoader, LogStartCheckpoint, fsync_dir
 from .producer_state import DuplicateBatch, ProducerStateManager
-from .segment import LogSegment
+from .segment import FileRegion, LogSegment
 from .txn_index import AbortedTxn, TransactionIndex
 
 log = logging.getLogger(__name__)
@@ -268,17 +268,22 @@ class PartitionLog:
         if offset < self._start or offset > self._end:
             raise OffsetOutOfRangeError(offset, self._start, self._end)
 
-    def read(self, offset: int, max_bytes: int, min_one_batch: bool = True, max_offset: int | None = None) -> bytes:
+    def read(self, offset: int, max_bytes: int, min_one_batch: bool = True, max_offset: int | None = None,
+             region_min_bytes: int | None = None) -> "bytes | list[bytes | FileRegion]":
         """Whole batches starting with the one containing ``offset``, up to ``max_bytes`` in total.
 
         A first batch bigger than ``max_bytes`` is returned whole when ``min_one_batch``. Crosses segment
         boundaries; stops before a batch whose base offset is >= ``max_offset``. ``offset == log_end_offset``
         gives b"".
+
+        With ``region_min_bytes`` the result is a list of chunks, one per segment read, and a chunk of at
+        least that many bytes is a FileRegion (sent with sendfile, never read into memory).
         """
         self._check_open()
         self._check_range(offset)
+        nothing = b"" if region_min_bytes is None else []
         if offset == self._end:
-            return b""
+            return nothing
         i = bisect_right(self._bases, offset) - 1
         found = None
         while i < len(self._segments):
@@ -287,13 +292,15 @@ class PartitionLog:
                 break
             i += 1
         if found is None:
-            return b""
+            return nothing
         pos = found[0]
-        chunks: list[bytes] = []
+        chunks: list[bytes | FileRegion] = []
         budget = max_bytes
         force_first = min_one_batch
         while True:
-            data, reached_end = self._segments[i].read_batches(pos, budget, force_first, max_offset)
+            segment = self._segments[i]
+            as_region = region_min_bytes is not None and min(budget, segment.size - pos) >= region_min_bytes
+            data, reached_end = segment.read_batches(pos, budget, force_first, max_offset, as_region)
             if data:
                 chunks.append(data)
                 budget -= len(data)
@@ -302,6 +309,8 @@ class PartitionLog:
             if not reached_end or budget <= 0 or i >= len(self._segments):
                 break
             pos = 0
+        if region_min_bytes is not None:
+            return chunks
         if len(chunks) == 1:
             return chunks[0]
         return b"".join(chunks)

@@ -43,15 +43,28 @@ class ChunkedBatchReader:
         self.buf = os.pread(self.fd, min(self.chunk, self.end - pos), pos)
         self.buf_start = pos
 
-    def header_at(self, pos: int) -> BatchHeader | None:
-        """The header at ``pos``, or None when fewer than HEADER_SIZE bytes could be read there."""
+    def _header_window(self, pos: int) -> int | None:
+        """Index in ``buf`` of the header at ``pos`` (read in if needed), or None when it is cut short."""
         rel = pos - self.buf_start
         if rel + HEADER_SIZE > len(self.buf):
             self._fill(pos)
             rel = 0
             if len(self.buf) < HEADER_SIZE:
                 return None
-        return read_header(self.buf, rel)
+        return rel
+
+    def header_at(self, pos: int) -> BatchHeader | None:
+        """The header at ``pos``, or None when fewer than HEADER_SIZE bytes could be read there."""
+        rel = self._header_window(pos)
+        return None if rel is None else read_header(self.buf, rel)
+
+    def prefix_at(self, pos: int) -> tuple[int, int] | None:
+        """(base offset, total size) of the batch at ``pos``, or None when its header could not be read."""
+        rel = self._header_window(pos)
+        if rel is None:
+            return None
+        base_offset, size, _ = read_prefix(self.buf, rel)
+        return base_offset, size
 
     def batch_at(self, pos: int, size: int) -> tuple[bytes, int] | None:
         """(buffer, index in it) of the ``size`` bytes at ``pos``, or None when fewer could be read."""
@@ -63,6 +76,45 @@ class ChunkedBatchReader:
             return (whole, 0) if len(whole) == size else None
         self._fill(pos)
         return (self.buf, 0) if len(self.buf) >= size else None
+
+
+class FileRegion:
+    """``length`` bytes at ``position`` of a segment's .log file, sent to a socket with sendfile(2) rather
+    than read into memory (see net/connection.py).
+
+    It holds the segment, not its fd: the fd is duplicated only when the send starts (``dup``), and a
+    segment closed or deleted in between raises there instead of handing out a number the OS may since
+    have given to another file. Committed bytes of a segment never change, so the region reads the same
+    whenever it is sent.
+    """
+
+    __slots__ = ("segment", "position", "length", "last_batch_position")
+
+    def __init__(self, segment: "LogSegment", position: int, length: int, last_batch_position: int) -> None:
+        self.segment = segment
+        self.position = position
+        self.length = length
+        self.last_batch_position = last_batch_position
+
+    def __len__(self) -> int:
+        return self.length
+
+    def last_offset(self) -> int:
+        """The last offset of the region's last batch (one header read)."""
+        header = self.segment.header_at(self.last_batch_position)
+        if header is None:
+            raise OSError(f"{self.segment.log_path}: no batch header at {self.last_batch_position}")
+        return header.last_offset
+
+    def dup(self) -> int:
+        """A new fd for the file (the caller closes it); OSError or ValueError if the segment is closed."""
+        return os.dup(self.segment.fd)
+
+    def read(self) -> bytes:
+        data = os.pread(self.segment.fd, self.length, self.position)
+        if len(data) != self.length:
+            raise OSError(f"{self.segment.log_path}: short read of {self.length} bytes at {self.position}")
+        return data
 
 
 def segment_file_name(base_offset: int, suffix: str) -> str:
@@ -386,33 +438,47 @@ class LogSegment:
         return None
 
     def read_batches(
-        self, pos: int, max_bytes: int, force_first: bool, max_offset: int | None
-    ) -> tuple[bytes, bool]:
+        self, pos: int, max_bytes: int, force_first: bool, max_offset: int | None, as_region: bool = False
+    ) -> tuple["bytes | FileRegion", bool]:
         """Whole batches from ``pos`` (a batch boundary) totalling at most ``max_bytes``.
 
         With ``force_first``, a first batch larger than ``max_bytes`` is returned whole anyway. Batches whose
-        base offset is >= ``max_offset`` are not returned. Returns (bytes, reached the end of the segment
-        without stopping for a limit).
+        base offset is >= ``max_offset`` are not returned. Returns (data, reached the end of the segment
+        without stopping for a limit). The data is bytes, or with ``as_region`` a FileRegion naming the same
+        span of the file: then only batch prefixes are read, 16 KiB at a time, and the payload stays in the
+        page cache until it is sent.
         """
         available = self.size - pos
         want = min(max_bytes, available)
-        buf = os.pread(self.fd, want, pos) if want > 0 else b""
-        n = len(buf)
-        cut = 0
+        if want <= 0:
+            want = 0
+        # For bytes, one pread of the whole span that the walk then cuts; for a region, only what the walk needs.
+        reader = ChunkedBatchReader(self.fd, pos + want, _WALK_CHUNK if as_region else max(want, 1))
+        cut = last = 0
         stopped = False
-        while cut + HEADER_SIZE <= n:
-            base_offset, size, _ = read_prefix(buf, cut)
+        while cut + HEADER_SIZE <= want:
+            prefix = reader.prefix_at(pos + cut)
+            if prefix is None:
+                break
+            base_offset, size = prefix
             if max_offset is not None and base_offset >= max_offset:
                 stopped = True
                 break
-            if cut + size > n:
+            if cut + size > want:
                 break
+            last = cut
             cut += size
         if cut == 0 and not stopped and force_first and available >= HEADER_SIZE:
             header = self.header_at(pos)
             if header is not None and (max_offset is None or header.base_offset < max_offset):
-                data = self.read(pos, header.size)
-                return data, pos + len(data) == self.size
+                cut = header.size
+                data = FileRegion(self, pos, cut, pos) if as_region else self.read(pos, cut)
+                return data, pos + cut == self.size
             stopped = True
-        data = buf if cut == n else buf[:cut]
+        if as_region:
+            data = FileRegion(self, pos, cut, pos + last)
+        elif reader.buf_start == pos and len(reader.buf) >= cut:
+            data = reader.buf if cut == len(reader.buf) else reader.buf[:cut]
+        else:
+            data = self.read(pos, cut)
         return data, not stopped and pos + cut == self.size
