@@ -279,6 +279,15 @@ class BrokerProcess:
         return self.proc.returncode
 
 
+def uvloop_version() -> str | None:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("uvloop")
+    except PackageNotFoundError:
+        return None
+
+
 def specs(peers: dict) -> list[BrokerSpec]:
     odradek = lambda port, data: [sys.executable, "-m", "odradek", "serve", "--listen",  # noqa: E731
                                   f"127.0.0.1:{port}", "--data-dir", data, "--log-level", "WARNING"]
@@ -291,6 +300,13 @@ def specs(peers: dict) -> list[BrokerSpec]:
         BrokerSpec("odradek-shm", "odradek (tmpfs)",
                    "segment files on tmpfs (/dev/shm), default flush policy: memory speed, not durable",
                    odradek, shm, unavailable=None if shm else "/dev/shm not writable"),
+        # The event-loop evaluation: the disk configuration on uvloop, which has no sendfile, so large
+        # fetches are read into memory instead of sent from the page cache.
+        BrokerSpec("odradek-uvloop", "odradek (disk, uvloop)",
+                   f"as odradek (disk), on uvloop {uvloop_version() or '(not installed)'} instead of asyncio's "
+                   "selector loop: fetches read into memory (no sendfile)",
+                   lambda port, data: odradek(port, data) + ["--event-loop", "uvloop"], disk_parent,
+                   unavailable=None if uvloop_version() else "uvloop not installed (pip install 'odradek[uvloop]')"),
     ]
     why = peers.get("error")
     tansu, noida = peers.get("tansu"), peers.get("noida")

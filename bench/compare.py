@@ -1,6 +1,6 @@
 """Side-by-side benchmark: odradek against peer Kafka-compatible brokers, one after the other in one run.
 
-Usage:  .venv/bin/python bench/compare.py [--quick] [--only KEY,KEY] [--out-dir DIR]
+Usage:  .venv/bin/python bench/compare.py [--quick] [--rounds N] [--only KEY,KEY] [--out-dir DIR]
 
 Starts each broker configuration on a free loopback port (odradek on disk, odradek on tmpfs, Tansu,
 noida-db; see brokers.py), runs the same confluent-kafka workloads against it (see workloads.py), stops
@@ -8,6 +8,11 @@ it, and prints markdown tables with absolute figures, each odradek configuration
 and, for throughput, the fraction of the machine's loopback TCP bandwidth. The report also goes to
 bench/results/latest.md and the raw figures to bench/results/latest.json. A broker that cannot start, or
 a workload it does not support, is shown as n/a with the reason; nothing here raises past a workload.
+
+One throughput run varies by ±25% on a small machine, so the throughput rows are run in rounds (3, or 1
+with --quick): each round starts every broker afresh, in turn, starting the turn at a different broker
+each round, and the report shows the median. Start-up, latency, consumer group and memory are measured
+in round 1 only, to keep the run short.
 """
 
 from __future__ import annotations
@@ -30,8 +35,9 @@ LATENCY_RATE = 10_000
 
 
 class Config:
-    def __init__(self, quick: bool) -> None:
+    def __init__(self, quick: bool, rounds: int | None = None) -> None:
         self.quick = quick
+        self.rounds = max(1, rounds) if rounds else (1 if quick else 3)
         if quick:
             self.records = {100: 200_000, 1024: 60_000}
             self.cap_s, self.latency_s, self.warmup_s = 2.0, 3.0, 0.5
@@ -74,13 +80,80 @@ def throughput_keys() -> list[str]:
 # One broker
 
 
-def bench_broker(spec: brokers.BrokerSpec, cfg: Config, run_deadline: float) -> dict:
-    res: dict = {"key": spec.key, "title": spec.title, "storage": spec.storage, "error": None,
-                 "start": None, "rss": {}, "throughput": {}, "latency": None, "group": None}
-    res["loadavg_1m_at_start"] = round(os.getloadavg()[0], 2)
-    if spec.unavailable:
-        res["error"] = spec.unavailable
-        return res
+def new_result(spec: brokers.BrokerSpec) -> dict:
+    """The JSON record of one broker; "throughput" maps a workload to {"rounds": [one result per round]}."""
+    return {"key": spec.key, "title": spec.title, "storage": spec.storage, "is_peer": spec.is_peer,
+            "error": spec.unavailable, "start": None, "rss": {}, "throughput": {}, "latency": None,
+            "group": None, "loadavg_1m_at_start": [], "round_s": []}
+
+
+def has_rate(t: dict) -> bool:
+    return "na" not in t and bool(t.get("records"))
+
+
+def guard(proc: brokers.BrokerProcess, run_deadline: float):
+    """attempt(fn) for workloads against `proc`: any failure becomes an n/a entry, so nothing raises past a
+    workload. Past the run's deadline it starts nothing and marks the entry `skipped`, which a later round
+    drops instead of counting it as a failed round."""
+
+    def attempt(fn) -> dict | None:
+        if not proc.alive():
+            return {"na": f"broker exited (status {proc.proc.returncode}) before this workload"}
+        if time.monotonic() > run_deadline:
+            return {"na": "skipped: the run's time budget was used up", "skipped": True}
+        try:
+            return fn()
+        except Exception as exc:  # any client or broker failure becomes an n/a cell
+            out = {"na": short(exc)}
+            if not proc.alive():
+                out["na"] += f" (broker exited, status {proc.proc.returncode})"
+            return out
+
+    return attempt
+
+
+def run_throughput(proc: brokers.BrokerProcess, cfg: Config, attempt, skip: set[str]) -> tuple[dict, int]:
+    """Every throughput workload not in `skip` against `proc`, each produce into a fresh topic and each
+    consume reading back what the acks=1 produce just wrote. Returns ({workload: result}, payload bytes
+    stored)."""
+    run_id = uuid.uuid4().hex[:6]
+    out: dict[str, dict] = {}
+    stored = 0
+    for size in SIZES:
+        for partitions in PARTITIONS:
+            for acks in ACKS:
+                key = tp_key("produce", size, partitions, acks)
+                if key in skip:  # its consume failed too ("nothing was produced"), so it is in skip as well
+                    continue
+                topic = f"bench-{run_id}-{size}b-p{partitions}-acks{acks}"
+                made = attempt(lambda: create_topic(proc.bootstrap, topic, partitions))
+                if made and "na" in made:
+                    r = dict(made, na=f"create topic with {partitions} partitions: {made['na']}")
+                else:
+                    r = attempt(lambda: rates(produce(proc.bootstrap, topic, size, cfg.records[size],
+                                                      cfg.cap_s, acks), size))
+                r.setdefault("target", cfg.records[size])
+                out[key] = r
+                stored += r.get("records", 0) * size
+                log(f"  {key}: " + (r["na"] if "na" in r else f"{r['msgs_per_s']:,.0f} msg/s"))
+                ckey = tp_key("consume", size, partitions)
+                if acks != "1" or ckey in skip:
+                    continue
+
+                def read_back() -> dict:
+                    if not has_rate(r):
+                        return {"na": "nothing was produced to read"}
+                    return dict(rates(consume(proc.bootstrap, topic, size, r["records"], cfg.cap_s, partitions),
+                                      size), target=r["records"])
+
+                out[ckey] = c = attempt(read_back)
+                log(f"  {ckey}: " + (c["na"] if "na" in c else f"{c['msgs_per_s']:,.0f} msg/s"))
+    return out, stored
+
+
+def bench_broker(res: dict, spec: brokers.BrokerSpec, cfg: Config, run_deadline: float) -> None:
+    """Round 1 for one broker, into `res`: start-up time, idle RSS, the throughput workloads with RSS
+    sampled during them, then latency and the consumer group on the same process."""
     samples = []
     proc = None
     for i in range(cfg.start_repeats):
@@ -88,7 +161,7 @@ def bench_broker(spec: brokers.BrokerSpec, cfg: Config, run_deadline: float) -> 
             proc = brokers.BrokerProcess(spec)
         except (RuntimeError, OSError) as exc:
             res["error"] = f"cannot start: {exc}"
-            return res
+            return
         samples.append({"accept_s": proc.accept_s, "api_s": proc.api_s})
         if i < cfg.start_repeats - 1:
             proc.stop()
@@ -98,52 +171,16 @@ def bench_broker(spec: brokers.BrokerSpec, cfg: Config, run_deadline: float) -> 
         f"{res['start']['api_s'] * 1000:.1f} ms (median of {len(samples)}); pid {proc.pid}, {proc.bootstrap}")
     bootstrap = proc.bootstrap
     run_id = uuid.uuid4().hex[:6]
-
-    def attempt(name: str, fn):
-        if not proc.alive():
-            return {"na": f"broker exited (status {proc.proc.returncode}) before this workload"}
-        if time.monotonic() > run_deadline:
-            return {"na": "skipped: the run's time budget was used up"}
-        try:
-            return fn()
-        except Exception as exc:  # any client or broker failure becomes an n/a cell
-            out = {"na": short(exc)}
-            if not proc.alive():
-                out["na"] += f" (broker exited, status {proc.proc.returncode})"
-            return out
+    attempt = guard(proc, run_deadline)
 
     try:
+        t_round = time.monotonic()
         time.sleep(1.0)
         res["rss"]["idle"] = brokers.rss_bytes(proc.pid)
         sampler = brokers.RssSampler(proc.pid)
-        stored = 0
-        for size in SIZES:
-            for partitions in PARTITIONS:
-                topics = {acks: f"bench-{run_id}-{size}b-p{partitions}-acks{acks}" for acks in ACKS}
-                made = {}
-                for acks, topic in topics.items():
-                    made[acks] = attempt("create", lambda t=topic: create_topic(bootstrap, t, partitions))
-                for acks in ACKS:
-                    key = tp_key("produce", size, partitions, acks)
-                    if made[acks] and "na" in made[acks]:
-                        r = {"na": f"create topic with {partitions} partitions: {made[acks]['na']}"}
-                    else:
-                        r = attempt(key, lambda a=acks: rates(produce(bootstrap, topics[a], size,
-                                                                      cfg.records[size], cfg.cap_s, a), size))
-                    r.setdefault("target", cfg.records[size])
-                    res["throughput"][key] = r
-                    stored += r.get("records", 0) * size
-                    log(f"  {key}: " + (r["na"] if "na" in r else f"{r['msgs_per_s']:,.0f} msg/s"))
-                    if acks == "1":  # read back what was just produced
-                        ckey = tp_key("consume", size, partitions)
-                        if "na" in r or not r.get("records"):
-                            c = {"na": "nothing was produced to read"}
-                        else:
-                            c = attempt(ckey, lambda n=r["records"]: rates(
-                                consume(bootstrap, topics["1"], size, n, cfg.cap_s, partitions), size))
-                            c.setdefault("target", r["records"])
-                        res["throughput"][ckey] = c
-                        log(f"  {ckey}: " + (c["na"] if "na" in c else f"{c['msgs_per_s']:,.0f} msg/s"))
+        tp, stored = run_throughput(proc, cfg, attempt, set())
+        res["throughput"] = {key: {"rounds": [dict(t, round=1)]} for key, t in tp.items()}
+        res["round_s"].append(proc.api_s + time.monotonic() - t_round)  # what a later round will take
         res["rss"]["peak_load"] = sampler.stop()
         time.sleep(2.0)
         res["rss"]["after_load"] = brokers.rss_bytes(proc.pid)
@@ -151,10 +188,10 @@ def bench_broker(spec: brokers.BrokerSpec, cfg: Config, run_deadline: float) -> 
         res["rss"]["data_dir_bytes"] = proc.stored_bytes()
 
         lat_topic = f"bench-{run_id}-latency"
-        made = attempt("create", lambda: create_topic(bootstrap, lat_topic, 1))
+        made = attempt(lambda: create_topic(bootstrap, lat_topic, 1))
         cpu0, t_cpu = brokers.cpu_seconds(proc.pid), time.perf_counter()
         res["latency"] = made if made and "na" in made else attempt(
-            "latency", lambda: latency(bootstrap, lat_topic, LATENCY_RATE, cfg.latency_s, cfg.warmup_s))
+            lambda: latency(bootstrap, lat_topic, LATENCY_RATE, cfg.latency_s, cfg.warmup_s))
         lat = res["latency"]
         if "na" not in lat and lat["send_rate"] < 0.95 * LATENCY_RATE:
             lat["note"] = (f"the paced producer only reached {lat['send_rate']:,.0f} msg/s "
@@ -166,9 +203,9 @@ def bench_broker(spec: brokers.BrokerSpec, cfg: Config, run_deadline: float) -> 
                              f"p50 {lat['p50_ms']} ms, p99 {lat['p99_ms']} ms, p99.9 {lat['p999_ms']} ms"))
 
         grp_topic = f"bench-{run_id}-group"
-        made = attempt("create", lambda: create_topic(bootstrap, grp_topic, 1))
+        made = attempt(lambda: create_topic(bootstrap, grp_topic, 1))
         res["group"] = made if made and "na" in made else attempt(
-            "group", lambda: group_first_record(bootstrap, grp_topic, cfg.group_cap_s))
+            lambda: group_first_record(bootstrap, grp_topic, cfg.group_cap_s))
         log(f"  group: {res['group']}")
         if not proc.alive():
             res["exited"] = proc.proc.returncode
@@ -177,7 +214,41 @@ def bench_broker(spec: brokers.BrokerSpec, cfg: Config, run_deadline: float) -> 
             res["log_tail"] = proc.log_tail(1500)
         code = proc.stop()
         res["exit_status"] = code
-    return res
+
+
+def throughput_round(res: dict, spec: brokers.BrokerSpec, cfg: Config, run_deadline: float, rnd: int) -> None:
+    """A later round for one broker: a fresh process runs the throughput workloads again, appending each
+    result to its workload's rounds in `res`. Workloads without a rate in round 1 are not run again: they
+    would only fail again, each at up to the time cap."""
+    skip = {key for key, entry in res["throughput"].items() if not has_rate(entry["rounds"][0])}
+    t0 = time.monotonic()
+    try:
+        proc = brokers.BrokerProcess(spec)
+        try:
+            time.sleep(1.0)  # as in round 1, where the idle RSS is read here
+            tp, _ = run_throughput(proc, cfg, guard(proc, run_deadline), skip)
+        finally:
+            proc.stop()
+    except Exception as exc:  # cannot start, or worse: this round is n/a for the broker, the run goes on
+        tp = {key: {"na": f"round {rnd}: {short(exc)}"} for key in res["throughput"] if key not in skip}
+    for key, t in tp.items():
+        if not t.get("skipped"):  # the time budget ran out: a round not run, not a failed one
+            res["throughput"][key]["rounds"].append(dict(t, round=rnd))
+    res["round_s"].append(time.monotonic() - t0)
+
+
+def median_over_rounds(rounds: list[dict]) -> dict:
+    """Median msgs/s and MB/s of one workload over the rounds that produced a rate, and the msgs/s range.
+    A round that failed or read nothing is left out (the report notes it) rather than counted as 0, so one
+    bad round does not decide a median; a round that hit the time cap counts with its rate over what it
+    did in time."""
+    ok = [t for t in rounds if has_rate(t)]
+    out = {"measured": len(ok), "of": len(rounds), "capped": any(t.get("capped") for t in ok)}
+    for field in ("msgs_per_s", "mb_per_s"):
+        out[field] = statistics.median(t[field] for t in ok) if ok else None
+    out["msgs_per_s_min"] = min((t["msgs_per_s"] for t in ok), default=None)
+    out["msgs_per_s_max"] = max((t["msgs_per_s"] for t in ok), default=None)
+    return out
 
 
 # --------------------------------------------------------------------------------------------------
@@ -207,7 +278,29 @@ def best_peer(values: dict, peers: list[str], higher_better: bool):
     return max(got) if higher_better else min(got)
 
 
-def render(info: dict, cfg: Config, results: list[dict], loop: dict, wall_s: float) -> str:
+def short_rate(value: float) -> str:
+    return f"{value / 1e6:.2f}M" if value >= 1e6 else f"{value / 1e3:.0f}k"
+
+
+def round_issue(t: dict) -> str | None:
+    """What went wrong in one round of one throughput workload, for the notes; None if nothing did."""
+    if "na" in t:
+        return t["na"]
+    if not t.get("records"):
+        why = t.get("first_error") or f"no record within the {t['seconds']:.0f} s cap"
+        if t.get("client_log"):
+            why += f"; librdkafka logged: {t['client_log']}"
+        return f"0 of {t.get('target', 0):,} records: {why}"
+    if t.get("failed") or t.get("first_error"):
+        return f"{t.get('failed', 0)} failed; first error: {t.get('first_error')}"
+    if t.get("capped") and t.get("client_log"):
+        return f"librdkafka logged: {t['client_log']}"
+    return None
+
+
+def render(info: dict, cfg: Config, results: list[dict], loop: dict, wall_s: float, run: dict) -> str:
+    """The markdown report. `run` is {"requested": rounds asked for, "done": rounds started, "orders":
+    [broker keys in each round's order], "stopped_early": why fewer rounds were run, or None}."""
     notes = Notes()
     keys = [r["key"] for r in results]
     titles = {r["key"]: r["title"] for r in results}
@@ -232,9 +325,23 @@ def render(info: dict, cfg: Config, results: list[dict], loop: dict, wall_s: flo
     elif loop.get("python_error"):
         bw.append(f"Python socket pair n/a ({loop['python_error']})")
     w(f"- loopback TCP bandwidth (the machine's limit; % columns use the higher): {'; '.join(bw)}")
-    w("- brokers (each started alone, on 127.0.0.1, in this order; one stopped before the next starts):")
+    done = run["done"]
+    if done > 1:
+        rounds_text = f"median of {done} rounds, brokers interleaved"
+        orders = "; ".join(f"{i}. " + ", ".join(titles[k] for k in order)
+                           for i, order in enumerate(run["orders"], 1))
+        how = (f"each round starts every broker afresh, in turn, runs all throughput rows on fresh topics and "
+               f"stops it, starting at a different broker each round ({orders})")
+    else:
+        rounds_text = "a single round, so no median"
+        how = "one run per broker and row; `--rounds N` gives the median of N"
+    if run.get("stopped_early"):
+        rounds_text += f"; {run['requested']} rounds asked for, but {run['stopped_early']}"
+    w(f"- throughput: {rounds_text}: {how}. Start-up, latency, consumer group and memory: round 1 only")
+    w("- brokers (each started alone, on 127.0.0.1; one stopped before the next starts):")
     for r in results:
-        load = f" (load average when its turn began: {r['loadavg_1m_at_start']})" if r.get("loadavg_1m_at_start") else ""
+        loads = ", ".join(str(x) for x in r.get("loadavg_1m_at_start") or [])
+        load = f" (load average when its turns began: {loads})" if loads else ""
         w(f"  - **{r['title']}**: {r['storage']}{load}" + (f" — **n/a: {r['error']}**" if r["error"] else ""))
     w("")
 
@@ -248,9 +355,11 @@ def render(info: dict, cfg: Config, results: list[dict], loop: dict, wall_s: flo
     sep = "|---|" + "---:|" * (len(keys) + len(ours))
 
     # Throughput
-    w("## Throughput\n")
-    w("msgs/s, payload MB/s (10^6 B/s) and that as a % of loopback bandwidth. Ratios: odradek ÷ best peer "
-      "on msgs/s, above 1 = odradek faster. † = hit the time cap (rate over what was done in time).\n")
+    w(f"## Throughput ({rounds_text})\n")
+    w("msgs/s (in brackets the lowest–highest round), payload MB/s (10^6 B/s) and that as a % of loopback "
+      "bandwidth, each the median over the rounds. Ratios: odradek ÷ best peer on median msgs/s, above 1 = "
+      "odradek faster. † = a round hit the time cap (its rate is over what was done in time). A row that "
+      "failed in round 1 was not run again.\n")
     w(head)
     w(sep)
     for key in throughput_keys():
@@ -261,29 +370,29 @@ def render(info: dict, cfg: Config, results: list[dict], loop: dict, wall_s: flo
             if err:
                 cells.append(err)
                 continue
-            t = r["throughput"].get(key)
-            if t is None:
+            entry = r["throughput"].get(key)
+            if entry is None:
                 cells.append("–")
                 continue
-            if "na" in t:
-                cells.append("n/a " + notes.ref(f"{r['title']}, {key}: {t['na']}"))
+            m = median_over_rounds(entry["rounds"])
+            issues = [(t["round"], round_issue(t)) for t in entry["rounds"]]
+            issues = [(f"round {n}: " if done > 1 else "") + text for n, text in issues if text]
+            if m["measured"] == 0 and done > len(entry["rounds"]):
+                issues[-1] += " (not run again in later rounds)"
+            note = " " + notes.ref(f"{r['title']}, {key}: " + "; ".join(issues)) if issues else ""
+            if m["measured"] == 0:
+                cells.append("n/a" + note)
                 continue
-            if not t.get("records"):
-                why = t.get("first_error") or f"no record within the {t['seconds']:.0f} s cap"
-                if t.get("client_log"):
-                    why += f"; librdkafka logged: {t['client_log']}"
-                cells.append("n/a " + notes.ref(f"{r['title']}, {key}: 0 of {t.get('target', 0):,} records: {why}"))
-                continue
-            values[k] = t["msgs_per_s"]
-            pct = f" ({t['mb_per_s'] * 1e6 / ref_bw * 100:.1f}%)" if ref_bw else ""
-            mark = " †" if t.get("capped") else ""
-            extra = ""
-            if t.get("failed") or t.get("first_error"):
-                extra = " " + notes.ref(f"{r['title']}, {key}: {t.get('failed', 0)} failed; "
-                                        f"first error: {t.get('first_error')}")
-            elif t.get("capped") and t.get("client_log"):
-                extra = " " + notes.ref(f"{r['title']}, {key}: librdkafka logged: {t['client_log']}")
-            cells.append(f"{t['msgs_per_s']:,.0f}/s, {t['mb_per_s']:,.1f} MB/s{pct}{mark}{extra}")
+            values[k] = m["msgs_per_s"]
+            spread = []
+            if m["measured"] > 1:
+                spread.append(f"{short_rate(m['msgs_per_s_min'])}–{short_rate(m['msgs_per_s_max'])}")
+            if m["measured"] != done:
+                spread.append(f"{m['measured']} of {done} rounds")
+            spread_text = f" ({', '.join(spread)})" if spread else ""
+            pct = f" ({m['mb_per_s'] * 1e6 / ref_bw * 100:.1f}%)" if ref_bw else ""
+            mark = " †" if m["capped"] else ""
+            cells.append(f"{m['msgs_per_s']:,.0f}/s{spread_text}, {m['mb_per_s']:,.1f} MB/s{pct}{mark}{note}")
         best = best_peer(values, peers, True)
         ratios = [fmt_ratio(values.get(k), best) for k in ours]
         w(f"| {key} | " + " | ".join(cells) + " | " + " | ".join(ratios) + " |")
@@ -366,17 +475,17 @@ def render(info: dict, cfg: Config, results: list[dict], loop: dict, wall_s: flo
 
     mb = lambda v: f"{v / 1e6:,.0f}"  # noqa: E731
     row("broker RSS idle, 1 s after start (MB)", rss_get("idle"), mb)
-    row("broker RSS peak during the throughput workloads (MB)", rss_get("peak_load"), mb)
+    row("broker RSS peak during round 1's throughput workloads (MB)", rss_get("peak_load"), mb)
     stored = max((r["rss"].get("stored_payload_bytes") or 0) for r in results) / 1e9
-    row(f"broker RSS 2 s after the throughput workloads, ~{stored:.1f} GB payload stored (MB)",
+    row(f"broker RSS 2 s after round 1's throughput workloads, ~{stored:.1f} GB payload stored (MB)",
         rss_get("after_load"), mb)
     w("")
-    w("† hit the time cap. Loopback %: payload MB/s ÷ loopback bandwidth (one TCP stream; Kafka framing "
+    w("† a round hit the time cap. Loopback %: payload MB/s ÷ loopback bandwidth (one TCP stream; Kafka framing "
       "and the client's own work are extra).")
     if any(by[k]["error"] is None and by[k]["rss"].get("data_dir_bytes") is not None for k in keys):
         sizes = ", ".join(f"{titles[k]} {by[k]['rss']['data_dir_bytes'] / 1e9:.2f} GB" for k in keys
                           if by[k]["error"] is None and by[k]["rss"].get("data_dir_bytes") is not None)
-        w(f"Data directory size after the throughput workloads: {sizes}.")
+        w(f"Data directory size after round 1's throughput workloads: {sizes}.")
     if notes.items:
         w("\n### Notes\n")
         for i, text in enumerate(notes.items, 1):
@@ -390,8 +499,10 @@ def render(info: dict, cfg: Config, results: list[dict], loop: dict, wall_s: flo
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="~2 minutes: fewer records, shorter caps")
+    parser.add_argument("--rounds", type=int, metavar="N",
+                        help="throughput rounds, the median is reported (default 3; 1 with --quick)")
     parser.add_argument("--only", metavar="KEYS",
-                        help="comma-separated subset of: odradek-disk, odradek-shm, tansu, noida")
+                        help="comma-separated subset of: odradek-disk, odradek-shm, odradek-uvloop, tansu, noida")
     parser.add_argument("--from-json", metavar="FILE",
                         help="only re-render the report from a latest.json written earlier")
     parser.add_argument("--out-dir", default=os.path.join(brokers.BENCH, "results"),
@@ -400,9 +511,10 @@ def main() -> int:
     if args.from_json:
         with open(args.from_json) as fh:
             saved = json.load(fh)
-        print(render(saved["machine"], Config(saved["quick"]), saved["brokers"], saved["loopback"], saved["wall_s"]))
+        print(render(saved["machine"], Config(saved["quick"], saved["rounds"]["requested"]), saved["brokers"],
+                     saved["loopback"], saved["wall_s"], saved["rounds"]))
         return 0
-    cfg = Config(args.quick)
+    cfg = Config(args.quick, args.rounds)
     t0 = time.monotonic()
     run_deadline = t0 + cfg.budget_s
     info = machine()
@@ -428,24 +540,48 @@ def main() -> int:
     if args.only:
         wanted = {k.strip() for k in args.only.split(",")}
         specs = [s for s in specs if s.key in wanted]
-    results = []
-    for spec in specs:
-        log(f"== {spec.title} ({time.monotonic() - t0:.0f} s into the run)")
-        try:
-            r = bench_broker(spec, cfg, run_deadline)
-        except Exception as exc:  # belt and braces: one broker never takes the run down
-            r = {"key": spec.key, "title": spec.title, "storage": spec.storage, "error": short(exc),
-                 "start": None, "rss": {}, "throughput": {}, "latency": None, "group": None}
-        r["is_peer"] = spec.is_peer
-        results.append(r)
+    results = {spec.key: new_result(spec) for spec in specs}
+    run = {"requested": cfg.rounds, "done": 0, "orders": [], "stopped_early": None}
+    for rnd in range(1, cfg.rounds + 1):
+        live = [spec for spec in specs if results[spec.key]["error"] is None]
+        if not live:
+            break
+        # A round is not started unless it fits: a partial one would give some brokers one more round.
+        need = sum(results[spec.key]["round_s"][-1] for spec in live) if rnd > 1 else 0.0
+        if time.monotonic() + need > run_deadline:
+            run["stopped_early"] = (f"a round takes ~{need:.0f} s and the run's time budget had "
+                                    f"{max(0.0, run_deadline - time.monotonic()):.0f} s left")
+            log(f"round {rnd} not started: {run['stopped_early']}")
+            break
+        shift = (rnd - 1) % len(live)
+        order = live[shift:] + live[:shift]
+        run["done"] = rnd
+        run["orders"].append([spec.key for spec in order])
+        for spec in order:
+            res = results[spec.key]
+            log(f"== round {rnd}/{cfg.rounds}: {spec.title} ({time.monotonic() - t0:.0f} s into the run)")
+            res["loadavg_1m_at_start"].append(round(os.getloadavg()[0], 2))
+            if rnd > 1:
+                throughput_round(res, spec, cfg, run_deadline, rnd)
+                continue
+            try:
+                bench_broker(res, spec, cfg, run_deadline)
+            except Exception as exc:  # belt and braces: one broker never takes the run down
+                res["error"] = short(exc)
+    if run["done"] and time.monotonic() > run_deadline and not run["stopped_early"]:
+        run["stopped_early"] = f"the run's time budget ran out during round {run['done']}"
+    results = list(results.values())
+    for r in results:
+        for entry in r["throughput"].values():
+            entry["median"] = median_over_rounds(entry["rounds"])
     wall = time.monotonic() - t0
-    report = render(info, cfg, results, loop, wall)
+    report = render(info, cfg, results, loop, wall, run)
     print(report)
     os.makedirs(args.out_dir, exist_ok=True)
     with open(os.path.join(args.out_dir, "latest.md"), "w") as fh:
         fh.write(report)
     with open(os.path.join(args.out_dir, "latest.json"), "w") as fh:
-        json.dump({"machine": info, "quick": cfg.quick, "wall_s": wall, "loopback": loop,
+        json.dump({"machine": info, "quick": cfg.quick, "wall_s": wall, "loopback": loop, "rounds": run,
                    "peers": {k: v for k, v in peers.items()}, "brokers": results}, fh, indent=2, default=str)
     log(f"wrote {os.path.join(args.out_dir, 'latest.md')} and latest.json; wall time {wall:.0f} s")
     return 0
