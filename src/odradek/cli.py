@@ -71,7 +71,10 @@ def cmd_serve(args: argparse.Namespace) -> int:
         run = asyncio.run
     from odradek.broker.core import Broker
     from odradek.broker.handlers import load_handlers
+    from odradek.net.allocator import keep_freed_memory
     from odradek.net.server import serve
+
+    keep_freed_memory()
 
     load_handlers()
     host, port = args.listen
