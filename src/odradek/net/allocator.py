@@ -14,7 +14,6 @@ Other C libraries (musl, macOS) are left as they are.
 from __future__ import annotations
 
 import ctypes
-import ctypes.util
 import logging
 
 log = logging.getLogger(__name__)
@@ -27,11 +26,8 @@ TRIM_THRESHOLD = 64 << 20
 
 def keep_freed_memory() -> bool:
     """Apply the thresholds when the process runs on glibc; True if they were taken."""
-    name = ctypes.util.find_library("c")
-    if not name:
-        return False
     try:
-        libc = ctypes.CDLL(name)
+        libc = ctypes.CDLL(None)  # the process's own symbols: no library search (find_library forks ldconfig)
         mallopt = libc.mallopt
         libc.gnu_get_libc_version  # noqa: B018  (present on glibc only)
     except (OSError, AttributeError):

@@ -154,17 +154,15 @@ class KafkaConnection(asyncio.Protocol):
         response = fut.result()
         if response is not None and self.is_open:
             if isinstance(response, list):
-                if not all(isinstance(part, _BYTES) for part in response):
-                    if self._sendfile:
-                        self._hold(asyncio.ensure_future(self._send_regions(response)), self._on_sent)
-                        return
-                    try:
-                        response = [part if isinstance(part, _BYTES) else part.read() for part in response]
-                    except (OSError, ValueError) as exc:  # the region's segment was deleted meanwhile
-                        log.info("closing %s: %s", self.peer, exc)
-                        self.close()
-                        return
-                response = b"".join(response)
+                if self._sendfile and not all(isinstance(part, _BYTES) for part in response):
+                    self._hold(asyncio.ensure_future(self._send_regions(response)), self._on_sent)
+                    return
+                try:  # no sendfile on this loop: regions are read in
+                    response = b"".join(part if isinstance(part, _BYTES) else part.read() for part in response)
+                except (OSError, ValueError) as exc:  # the region's segment was deleted meanwhile
+                    log.info("closing %s: %s", self.peer, exc)
+                    self.close()
+                    return
             self._transport.write(response)
         self._resume()
 

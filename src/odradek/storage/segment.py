@@ -111,7 +111,7 @@ class FileRegion:
         return os.dup(self.segment.fd)
 
     def read(self) -> bytes:
-        data = os.pread(self.segment.fd, self.length, self.position)
+        data = self.segment.read(self.position, self.length)
         if len(data) != self.length:
             raise OSError(f"{self.segment.log_path}: short read of {self.length} bytes at {self.position}")
         return data
@@ -449,9 +449,7 @@ class LogSegment:
         page cache until it is sent.
         """
         available = self.size - pos
-        want = min(max_bytes, available)
-        if want <= 0:
-            want = 0
+        want = max(0, min(max_bytes, available))
         # For bytes, one pread of the whole span that the walk then cuts; for a region, only what the walk needs.
         reader = ChunkedBatchReader(self.fd, pos + want, _WALK_CHUNK if as_region else max(want, 1))
         cut = last = 0

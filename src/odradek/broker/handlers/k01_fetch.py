@@ -111,11 +111,14 @@ def _build(ctx: RequestContext, request: dict) -> tuple[dict, int, list]:
     return body, total, keys
 
 
-def _aborted(plog, fetch_offset: int, data: "bytes | list[bytes | FileRegion]", lso: int) -> list[dict]:
-    """Aborted transactions overlapping [fetch_offset, end of the returned batches)."""
-    last = data[-1] if isinstance(data, list) and data else data
-    if not last:
+def _aborted(plog, fetch_offset: int, chunks: "list[bytes | FileRegion]", lso: int) -> list[dict]:
+    """Aborted transactions overlapping [fetch_offset, end of the returned batches).
+
+    read_committed exists from v4 on, so its data is always the chunk list of a magic 2 read.
+    """
+    if not chunks:
         return []
+    last = chunks[-1]
     if isinstance(last, FileRegion):
         upper = last.last_offset() + 1
     else:
