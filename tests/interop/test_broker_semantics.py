@@ -3,6 +3,7 @@ fetch long-poll wake-ups and the advertised ApiVersions ranges."""
 
 from __future__ import annotations
 
+import socket
 import threading
 import time
 
@@ -224,9 +225,9 @@ def test_broker_fetch_max_bytes_caps_responses(broker_factory, topic_name):
 @pytest.mark.timeout(120)
 @pytest.mark.parametrize("event_loop", ["asyncio", "uvloop"])
 def test_large_fetches_across_segments_come_back_byte_for_byte(broker_factory, topic_name, event_loop):
-    # Spans of 256 KiB and more go out with sendfile on asyncio's loop, and are read into memory on uvloop;
-    # one response here crosses several segments, so it interleaves response bytes, file regions and small
-    # in-memory spans. Every client must read it whole, read_committed (librdkafka's default) or not.
+    # Spans of 256 KiB and more go out with sendfile, on either event loop; one response here crosses
+    # several segments, so it interleaves response bytes, file regions and small in-memory spans. Every
+    # client must read it whole, read_committed (librdkafka's default) or not.
     from kafka import KafkaConsumer, TopicPartition as KpTopicPartition
 
     broker = broker_factory(args=["--event-loop", event_loop])
@@ -257,3 +258,48 @@ def test_large_fetches_across_segments_come_back_byte_for_byte(broker_factory, t
         assert seen == values
     finally:
         consumer.close()
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("event_loop", ["asyncio", "uvloop"])
+def test_pipelined_large_fetches_reach_a_slow_reader_whole_and_in_order(broker_factory, topic_name, event_loop):
+    # Large fetch responses are written to the socket directly rather than through the transport. With
+    # requests pipelined and a reader too slow to keep up, the broker must wait for the socket again and
+    # again, and every response must still arrive whole, in request order, between the transport's own.
+    from kafka.record.memory_records import MemoryRecords
+
+    broker = broker_factory(args=["--event-loop", event_loop])
+    create_topic(broker.bootstrap, topic_name, config={"segment.bytes": str(600_000)})
+    values = [(b"%06d" % i) * 250 for i in range(3000)]
+    assert_delivered(produce_messages(broker.bootstrap, topic_name, [{"value": v, "partition": 0} for v in values],
+                                      config={"linger.ms": 20}))
+    starts = [0, 700, 1400, 2100, 2999]
+    requests = []
+    for i, start in enumerate(starts):
+        requests.append(codec.encode_request(18, 0, 2 * i, "slow-reader", {}))
+        requests.append(codec.encode_request(1, 4, 2 * i + 1, "slow-reader", {
+            "replica_id": -1, "max_wait_ms": 0, "min_bytes": 1, "max_bytes": 16 << 20, "isolation_level": 0,
+            "topics": [{"topic": topic_name, "partitions": [
+                {"partition": 0, "fetch_offset": start, "partition_max_bytes": 8 << 20}]}]}))
+    with connect(broker.bootstrap) as sock:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 32 << 10)
+        sock.sendall(b"".join(requests))
+        time.sleep(1.0)  # the broker fills the socket and has to wait for room
+        for i, start in enumerate(starts):
+            cid, versions = codec.decode_response(18, 0, read_frame(sock, timeout=30))
+            assert (cid, versions["error_code"]) == (2 * i, 0)
+            cid, fetched = codec.decode_response(1, 4, read_frame(sock, timeout=30))
+            assert cid == 2 * i + 1
+            partition = fetched["responses"][0]["partitions"][0]
+            assert partition["error_code"] == 0 and partition["high_watermark"] == len(values)
+            records, offsets, got = MemoryRecords(partition["records"]), [], []
+            while (batch := records.next_batch()) is not None:
+                assert batch.validate_crc()
+                for record in batch:
+                    offsets.append(record.offset)
+                    got.append(record.value)
+            first = offsets.index(start)  # a fetch starts at the batch holding its offset
+            end = offsets[-1] + 1  # and stops at the broker's fetch.max.bytes (4 MiB), a whole batch at a time
+            assert end == len(values) or end - start > 1000
+            assert offsets[first:] == list(range(start, end))
+            assert got[first:] == values[start:end]

@@ -12,10 +12,12 @@ written at once and never hold the connection, so pipelined produces flow freely
 pipelines fetches and never reads the responses gets one response in memory, not hundreds.
 
 A response is bytes, or (from an async handler) the list of a frame's parts. Parts that are not bytes are
-file regions (storage/segment.py FileRegion: ``len``, ``dup()``, ``read()``): the bytes around them go
-through the transport and each region goes from the page cache to the socket with sendfile(2) (asyncio's
-loop.sendfile), so a large Fetch response is never copied through Python. The connection stays muted
-until the last region is sent. A loop without sendfile (uvloop) gets the regions read into memory.
+file regions (storage/segment.py FileRegion: ``len``, ``dup()``): each goes from the page cache to the
+socket with sendfile(2), so a large Fetch response is never copied through Python. Such a frame is written
+to the socket's fd directly, not through the transport, once the transport's own buffer is empty; the
+connection stays muted until its last byte is out, so nothing else is written meanwhile. Waiting for the
+socket to take more uses a duplicate of its fd, because event loops refuse a writer on a transport's own
+fd. This works alike on asyncio's selector loop and on uvloop (whose loop.sendfile is not implemented).
 
 Not thread-safe; owned by the event loop.
 """
@@ -24,6 +26,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
 import socket
 from typing import Protocol, Union
 
@@ -51,7 +54,6 @@ class KafkaConnection(asyncio.Protocol):
         self._transport: asyncio.Transport | None = None
         self._reading_paused = False
         self._writing_paused = False
-        self._sendfile = False
         self.peer: str = "?"
 
     # asyncio.Protocol -------------------------------------------------------------------------------
@@ -63,8 +65,6 @@ class KafkaConnection(asyncio.Protocol):
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         peer = transport.get_extra_info("peername")
         self.peer = f"{peer[0]}:{peer[1]}" if peer else "?"
-        # asyncio's selector loop sends files natively; others (uvloop) have no loop.sendfile
-        self._sendfile = isinstance(asyncio.get_running_loop(), asyncio.SelectorEventLoop)
 
     def data_received(self, data: bytes) -> None:
         self._buf += data
@@ -154,15 +154,10 @@ class KafkaConnection(asyncio.Protocol):
         response = fut.result()
         if response is not None and self.is_open:
             if isinstance(response, list):
-                if self._sendfile and not all(isinstance(part, _BYTES) for part in response):
-                    self._hold(asyncio.ensure_future(self._send_regions(response)), self._on_sent)
+                if not all(isinstance(part, _BYTES) for part in response):
+                    self._hold(asyncio.ensure_future(self._send_parts(response)), self._on_sent)
                     return
-                try:  # no sendfile on this loop: regions are read in
-                    response = b"".join(part if isinstance(part, _BYTES) else part.read() for part in response)
-                except (OSError, ValueError) as exc:  # the region's segment was deleted meanwhile
-                    log.info("closing %s: %s", self.peer, exc)
-                    self.close()
-                    return
+                response = b"".join(response)
             self._transport.write(response)
         self._resume()
 
@@ -192,34 +187,39 @@ class KafkaConnection(asyncio.Protocol):
         if not self._over_limit() and self._buf:
             self._process_frames()
 
-    async def _send_regions(self, parts: list) -> None:
-        """Write a frame's parts in order: runs of bytes through the transport, regions with sendfile."""
-        loop = asyncio.get_running_loop()
+    async def _send_parts(self, parts: list) -> None:
+        """Write a frame's parts to the socket in order: bytes with write(2), regions with sendfile(2)."""
         # Every region's fd is duplicated before the first byte goes out, so no segment deleted while an
         # earlier part is being sent can take a region's data with it.
-        files = []
+        fds: list[int] = []
         try:
             for part in parts:
                 if not isinstance(part, _BYTES):
-                    files.append(open(part.dup(), "rb", buffering=0))
+                    fds.append(part.dup())
+            transport = self._transport
+            sock = transport.get_extra_info("socket") if transport is not None else None
+            if sock is None:
+                raise ConnectionError("connection closed before a response was sent")
+            sock_fd = sock.fileno()
+            while transport.get_write_buffer_size():  # earlier responses go first
+                await _writable(sock_fd)
+                if transport.is_closing():
+                    raise ConnectionError("connection closed before a response was sent")
+            region_fds = iter(fds)
             pending: list = []
-            regions = iter(files)
             for part in parts:
                 if isinstance(part, _BYTES):
                     pending.append(part)
                     continue
-                transport = self._transport
-                if transport is None or transport.is_closing():
-                    raise ConnectionError("connection closed while sending a response")
                 if pending:
-                    transport.write(b"".join(pending))
+                    await _write_all(sock_fd, b"".join(pending))
                     pending.clear()
-                await loop.sendfile(transport, next(regions), part.position, part.length)
-            if pending and self.is_open:
-                self._transport.write(b"".join(pending))
+                await _sendfile_all(sock_fd, next(region_fds), part.position, part.length)
+            if pending:
+                await _write_all(sock_fd, b"".join(pending))
         finally:
-            for f in files:
-                f.close()
+            for fd in fds:
+                os.close(fd)
 
     def _over_limit(self) -> bool:
         return self._writing_paused or self._outstanding is not None
@@ -235,3 +235,38 @@ class KafkaConnection(asyncio.Protocol):
         elif not over and self._reading_paused:
             self._reading_paused = False
             transport.resume_reading()
+
+
+async def _writable(sock_fd: int) -> None:
+    """Wait until the socket can take more bytes (or has failed, which the next write reports)."""
+    loop = asyncio.get_running_loop()
+    waiter = loop.create_future()
+    fd = os.dup(sock_fd)
+    loop.add_writer(fd, lambda: waiter.done() or waiter.set_result(None))
+    try:
+        await waiter
+    finally:
+        loop.remove_writer(fd)  # before close: an fd closed while registered can leave a stale epoll entry
+        os.close(fd)
+
+
+async def _write_all(sock_fd: int, data: bytes) -> None:
+    view = memoryview(data)
+    while view:
+        try:
+            view = view[os.write(sock_fd, view):]
+        except BlockingIOError:
+            await _writable(sock_fd)
+
+
+async def _sendfile_all(sock_fd: int, file_fd: int, position: int, length: int) -> None:
+    end = position + length
+    while position < end:
+        try:
+            sent = os.sendfile(sock_fd, file_fd, position, end - position)
+        except BlockingIOError:
+            await _writable(sock_fd)
+            continue
+        if sent == 0:
+            raise OSError(f"segment file ends before byte {end} of a region")
+        position += sent

@@ -110,12 +110,6 @@ class FileRegion:
         """A new fd for the file (the caller closes it); OSError or ValueError if the segment is closed."""
         return os.dup(self.segment.fd)
 
-    def read(self) -> bytes:
-        data = self.segment.read(self.position, self.length)
-        if len(data) != self.length:
-            raise OSError(f"{self.segment.log_path}: short read of {self.length} bytes at {self.position}")
-        return data
-
 
 def segment_file_name(base_offset: int, suffix: str) -> str:
     return f"{base_offset:020d}{suffix}"
