@@ -14,7 +14,7 @@ venv: $(VENV_STAMP)
 $(VENV_STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) -m pip install --quiet -e '.[test,java,spark,uvloop]'
+	$(PY) -m pip install --quiet -e '.[test,java,spark]'
 	touch $@
 
 # kcat and a JDK for the interop tests (Debian packages; installed only where missing).

@@ -279,13 +279,13 @@ class BrokerProcess:
         return self.proc.returncode
 
 
-def uvloop_version() -> str | None:
+def default_loop() -> str:
     from importlib.metadata import PackageNotFoundError, version
 
     try:
-        return version("uvloop")
+        return f"uvloop {version('uvloop')}"
     except PackageNotFoundError:
-        return None
+        return "asyncio"
 
 
 def specs(peers: dict) -> list[BrokerSpec]:
@@ -296,17 +296,15 @@ def specs(peers: dict) -> list[BrokerSpec]:
     out = [
         BrokerSpec("odradek-disk", "odradek (disk)",
                    f"segment files on {fs_type(disk_parent)} ({disk_parent}), default flush policy "
-                   "(no fsync per write; fsync on segment roll)", odradek, disk_parent),
+                   f"(no fsync per write; fsync on segment roll), default event loop ({default_loop()})",
+                   odradek, disk_parent),
         BrokerSpec("odradek-shm", "odradek (tmpfs)",
                    "segment files on tmpfs (/dev/shm), default flush policy: memory speed, not durable",
                    odradek, shm, unavailable=None if shm else "/dev/shm not writable"),
-        # The event-loop evaluation: the disk configuration on uvloop, which has no sendfile, so large
-        # fetches are read into memory instead of sent from the page cache.
-        BrokerSpec("odradek-uvloop", "odradek (disk, uvloop)",
-                   f"as odradek (disk), on uvloop {uvloop_version() or '(not installed)'} instead of asyncio's "
-                   "selector loop: fetches read into memory (no sendfile)",
-                   lambda port, data: odradek(port, data) + ["--event-loop", "uvloop"], disk_parent,
-                   unavailable=None if uvloop_version() else "uvloop not installed (pip install 'odradek[uvloop]')"),
+        # The event-loop evaluation: the disk configuration on asyncio's own selector loop.
+        BrokerSpec("odradek-asyncio", "odradek (disk, asyncio loop)",
+                   "as odradek (disk), on asyncio's selector loop instead of uvloop",
+                   lambda port, data: odradek(port, data) + ["--event-loop", "asyncio"], disk_parent),
     ]
     why = peers.get("error")
     tansu, noida = peers.get("tansu"), peers.get("noida")

@@ -98,7 +98,7 @@ class BrokerProcess:
 @pytest.fixture
 def broker_factory(tmp_path: Path) -> Iterator:
     """Start brokers with custom settings: `broker_factory({"num.partitions": "3"})`, and other `serve`
-    options: `broker_factory(args=["--event-loop", "uvloop"])`."""
+    options: `broker_factory(args=["--event-loop", "asyncio"])`."""
     started: list[BrokerProcess] = []
 
     def make(settings: dict[str, str] | None = None, name: str = "data", args: Iterable[str] = ()) -> BrokerProcess:
