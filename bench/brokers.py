@@ -139,16 +139,6 @@ def rss_bytes(pid: int) -> int | None:
     return total if seen else None
 
 
-def cpu_seconds(pid: int) -> float | None:
-    """User + system CPU time used so far by `pid` (its threads included), from /proc/PID/stat."""
-    try:
-        with open(f"/proc/{pid}/stat") as fh:
-            fields = fh.read().rsplit(")", 1)[1].split()
-        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-    except (OSError, IndexError, ValueError):
-        return None
-
-
 class RssSampler:
     """Peak RSS of a process tree, sampled every 100 ms in a thread."""
 

@@ -26,7 +26,8 @@ import time
 import uuid
 
 import brokers
-from workloads import consume, create_topic, group_first_record, latency, machine, produce, rates, size_label
+from workloads import (consume, cpu_seconds, create_topic, group_first_record, latency, machine, produce, rates,
+                       size_label)
 
 SIZES = (100, 1024)
 PARTITIONS = (1, 8)
@@ -131,7 +132,7 @@ def run_throughput(proc: brokers.BrokerProcess, cfg: Config, attempt, skip: set[
                     r = dict(made, na=f"create topic with {partitions} partitions: {made['na']}")
                 else:
                     r = attempt(lambda: rates(produce(proc.bootstrap, topic, size, cfg.records[size],
-                                                      cfg.cap_s, acks), size))
+                                                      cfg.cap_s, acks, broker_pid=proc.pid), size))
                 r.setdefault("target", cfg.records[size])
                 out[key] = r
                 stored += r.get("records", 0) * size
@@ -143,8 +144,8 @@ def run_throughput(proc: brokers.BrokerProcess, cfg: Config, attempt, skip: set[
                 def read_back() -> dict:
                     if not has_rate(r):
                         return {"na": "nothing was produced to read"}
-                    return dict(rates(consume(proc.bootstrap, topic, size, r["records"], cfg.cap_s, partitions),
-                                      size), target=r["records"])
+                    return dict(rates(consume(proc.bootstrap, topic, size, r["records"], cfg.cap_s, partitions,
+                                              broker_pid=proc.pid), size), target=r["records"])
 
                 out[ckey] = c = attempt(read_back)
                 log(f"  {ckey}: " + (c["na"] if "na" in c else f"{c['msgs_per_s']:,.0f} msg/s"))
@@ -189,14 +190,14 @@ def bench_broker(res: dict, spec: brokers.BrokerSpec, cfg: Config, run_deadline:
 
         lat_topic = f"bench-{run_id}-latency"
         made = attempt(lambda: create_topic(bootstrap, lat_topic, 1))
-        cpu0, t_cpu = brokers.cpu_seconds(proc.pid), time.perf_counter()
+        cpu0, t_cpu = cpu_seconds(proc.pid), time.perf_counter()
         res["latency"] = made if made and "na" in made else attempt(
             lambda: latency(bootstrap, lat_topic, LATENCY_RATE, cfg.latency_s, cfg.warmup_s))
         lat = res["latency"]
         if "na" not in lat and lat["send_rate"] < 0.95 * LATENCY_RATE:
             lat["note"] = (f"the paced producer only reached {lat['send_rate']:,.0f} msg/s "
                            f"(machine too busy?)")
-        cpu1 = brokers.cpu_seconds(proc.pid)
+        cpu1 = cpu_seconds(proc.pid)
         if "na" not in lat and cpu0 is not None and cpu1 is not None:
             lat["broker_cpu_pct"] = (cpu1 - cpu0) / (time.perf_counter() - t_cpu) * 100
         log("  latency: " + (lat["na"] if "na" in lat else
@@ -246,6 +247,11 @@ def median_over_rounds(rounds: list[dict]) -> dict:
     out = {"measured": len(ok), "of": len(rounds), "capped": any(t.get("capped") for t in ok)}
     for field in ("msgs_per_s", "mb_per_s"):
         out[field] = statistics.median(t[field] for t in ok) if ok else None
+    for field in ("broker_cpu_s", "client_cpu_s"):  # per million records, then as cores over the run
+        per_m = [t[field] / t["records"] * 1e6 for t in ok if t.get(field) is not None]
+        out[field.replace("_s", "_per_m")] = statistics.median(per_m) if per_m else None
+        cores = [t[field] / t["seconds"] for t in ok if t.get(field) is not None and t["seconds"] > 0]
+        out[field.replace("_s", "_cores")] = statistics.median(cores) if cores else None
     out["msgs_per_s_min"] = min((t["msgs_per_s"] for t in ok), default=None)
     out["msgs_per_s_max"] = max((t["msgs_per_s"] for t in ok), default=None)
     return out
@@ -396,6 +402,28 @@ def render(info: dict, cfg: Config, results: list[dict], loop: dict, wall_s: flo
         best = best_peer(values, peers, True)
         ratios = [fmt_ratio(values.get(k), best) for k in ours]
         w(f"| {key} | " + " | ".join(cells) + " | " + " | ".join(ratios) + " |")
+    w("")
+
+    # CPU
+    w("## Where the CPU goes (median of the rounds)\n")
+    w("Per throughput row, over its timed part: CPU seconds per million records used by the broker process, "
+      "then by the client (this benchmark's process: its Python loop and librdkafka's threads), and in "
+      f"brackets the cores each kept busy on average. The machine has {info['nproc']} cores. The client's "
+      "Python loop runs on one thread, so a client above one core while the broker uses a fraction of one "
+      "is bound by the client, not the broker.\n")
+    w("| workload | " + " | ".join(f"{titles[k]}: broker / client s per M (cores)" for k in keys) + " |")
+    w("|---|" + "---:|" * len(keys))
+    for key in throughput_keys():
+        cells = []
+        for k in keys:
+            entry = by[k]["throughput"].get(key) if not by[k]["error"] else None
+            m = median_over_rounds(entry["rounds"]) if entry else None
+            if not m or m.get("broker_cpu_per_m") is None:
+                cells.append("–")
+                continue
+            cells.append(f"{m['broker_cpu_per_m']:.2f} / {m['client_cpu_per_m']:.2f} "
+                         f"({m['broker_cpu_cores']:.2f} / {m['client_cpu_cores']:.2f})")
+        w(f"| {key} | " + " | ".join(cells) + " |")
     w("")
 
     # Everything else

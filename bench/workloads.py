@@ -134,8 +134,36 @@ def machine() -> dict:
 # Throughput
 
 
+class CpuMeter:
+    """CPU seconds used from now on by a broker process (with ``broker_pid``) and by this process, the
+    client (its Python loop and librdkafka's threads): where the cores went during a timed workload."""
+
+    def __init__(self, broker_pid: int | None) -> None:
+        self.broker_pid = broker_pid
+        self.broker0 = cpu_seconds(broker_pid) if broker_pid else None
+        self.client0 = time.process_time()
+
+    def used(self) -> dict:
+        """{"client_cpu_s", and "broker_cpu_s" when the broker's could be read}."""
+        out = {"client_cpu_s": time.process_time() - self.client0}
+        broker1 = cpu_seconds(self.broker_pid) if self.broker_pid else None
+        if self.broker0 is not None and broker1 is not None:
+            out["broker_cpu_s"] = broker1 - self.broker0
+        return out
+
+
+def cpu_seconds(pid: int) -> float | None:
+    """User + system CPU time used so far by `pid` (its threads included), from /proc/PID/stat."""
+    try:
+        with open(f"/proc/{pid}/stat") as fh:
+            fields = fh.read().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    except (OSError, IndexError, ValueError):
+        return None
+
+
 def produce(bootstrap: str, topic: str, size: int, count: int, cap_s: float, acks: str,
-            config: dict | None = None, per_txn: int | None = None) -> dict:
+            config: dict | None = None, per_txn: int | None = None, broker_pid: int | None = None) -> dict:
     """Produce `count` records of `size` random bytes (no key, default partitioner) as fast as possible.
 
     The producer connects and loads metadata before the clock starts; time runs from the first produce()
@@ -167,6 +195,7 @@ def produce(bootstrap: str, topic: str, size: int, count: int, cap_s: float, ack
         producer.init_transactions(30)
     producer.list_topics(topic, timeout=10)  # connect and load metadata before the clock starts
     grace_s = 0.0 if per_txn is None else 30.0
+    cpu = CpuMeter(broker_pid)
     start = time.perf_counter()
     deadline = start + cap_s
     sent = committed = transactions = 0
@@ -189,9 +218,11 @@ def produce(bootstrap: str, topic: str, size: int, count: int, cap_s: float, ack
             transactions += 1
     producer.flush(max(0.0, deadline - time.perf_counter() + grace_s))
     elapsed = time.perf_counter() - start
+    cpu_used = cpu.used()
     records = state["delivered"] if per_txn is None else min(committed, state["delivered"])
     result = {"records": records, "seconds": elapsed, "capped": records < count,
-              "failed": state["failed"], "first_error": state["first_error"], "client_log": client_log.summary()}
+              "failed": state["failed"], "first_error": state["first_error"], "client_log": client_log.summary(),
+              **cpu_used}
     if per_txn is not None:
         result["transactions"] = transactions
     if len(producer):  # cap reached with records still in flight: drop them, they are not counted
@@ -200,7 +231,8 @@ def produce(bootstrap: str, topic: str, size: int, count: int, cap_s: float, ack
     return result
 
 
-def consume(bootstrap: str, topic: str, size: int, count: int, cap_s: float, partitions: int = 1) -> dict:
+def consume(bootstrap: str, topic: str, size: int, count: int, cap_s: float, partitions: int = 1,
+            broker_pid: int | None = None) -> dict:
     """Read `count` records from offset 0 of every partition by assign(), checking each payload."""
     client_log = ClientLog()
     consumer = Consumer({
@@ -214,6 +246,7 @@ def consume(bootstrap: str, topic: str, size: int, count: int, cap_s: float, par
     # Connect to the leader and look up the first offsets before the clock starts (otherwise
     # librdkafka's offset query races the connection and retries after ~0.5 s).
     lows = [consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=10)[0] for p in range(partitions)]
+    cpu = CpuMeter(broker_pid)
     start = time.perf_counter()
     deadline = start + cap_s
     consumer.assign([TopicPartition(topic, p, low) for p, low in enumerate(lows)])
@@ -229,11 +262,12 @@ def consume(bootstrap: str, topic: str, size: int, count: int, cap_s: float, par
                 got += 1
                 corrupt += msg.value() != payload
     elapsed = time.perf_counter() - start
+    cpu_used = cpu.used()
     consumer.close()
     if corrupt:
         first_error = first_error or f"{corrupt} records read back with a different payload"
     return {"records": got, "seconds": elapsed, "capped": got < count,
-            "failed": errors, "first_error": first_error, "client_log": client_log.summary()}
+            "failed": errors, "first_error": first_error, "client_log": client_log.summary(), **cpu_used}
 
 
 def rates(result: dict, size: int) -> dict:
