@@ -5,7 +5,7 @@ PY := $(VENV)/bin/python
 VENV_STAMP := $(VENV)/.odradek-installed
 SYSTEM_STAMP := $(VENV)/.odradek-system-deps
 
-.PHONY: install venv system-deps run test compat unit bench bench-spark pipeline clean
+.PHONY: install venv bytecode system-deps run test compat unit bench bench-spark pipeline clean
 
 install: venv system-deps
 
@@ -17,6 +17,12 @@ $(VENV_STAMP): pyproject.toml
 	$(PY) -m pip install --quiet -e '.[test,java,spark]'
 	touch $@
 
+# The editable install runs odradek from src/. Where PYTHONDONTWRITEBYTECODE is set, nothing would cache
+# its bytecode and every broker start would compile every module again (about twice the start-up time);
+# compileall writes the cache regardless and only recompiles what changed.
+bytecode: venv
+	$(PY) -m compileall -q src >/dev/null
+
 # kcat and a JDK for the interop tests (Debian packages; installed only where missing).
 system-deps: $(SYSTEM_STAMP)
 
@@ -24,22 +30,22 @@ $(SYSTEM_STAMP): tools/install-system-deps.sh | $(VENV_STAMP)
 	bash tools/install-system-deps.sh
 	touch $@
 
-run: venv
+run: venv bytecode
 	$(VENV)/bin/odradek serve --listen 127.0.0.1:9092 --data-dir ./data
 
 # The JUnit report feeds docs/compatibility.md: `make compat` after a test run.
-test: install
+test: install bytecode
 	$(PY) -m pytest -q --junitxml=build/junit.xml
 
 compat: venv
 	$(PY) tools/gen_compat.py --junit build/junit.xml
 
-unit: venv
+unit: venv bytecode
 	$(PY) -m pytest -q tests/unit
 
 # Side by side with peer brokers (installed on first run into bench/.peers/, never into $(VENV)).
 # `make bench BENCH_ARGS=--quick` for a ~2 minute run; the report goes to bench/results/latest.md.
-bench: venv
+bench: venv bytecode
 	$(PY) bench/compare.py $(BENCH_ARGS)
 
 bench-spark: venv
@@ -47,7 +53,7 @@ bench-spark: venv
 
 # The clickstream PySpark pipeline against a running broker (`make run` in another shell).
 BOOTSTRAP ?= 127.0.0.1:9092
-pipeline: venv
+pipeline: venv bytecode
 	$(VENV)/bin/odradek pipeline clickstream --bootstrap $(BOOTSTRAP)
 
 clean:
