@@ -9,7 +9,7 @@ and, for throughput, the fraction of the machine's loopback TCP bandwidth. The r
 bench/results/latest.md and the raw figures to bench/results/latest.json. A broker that cannot start, or
 a workload it does not support, is shown as n/a with the reason; nothing here raises past a workload.
 
-One throughput run varies by ±25% on a small machine, so the throughput rows are run in rounds (3, or 1
+One throughput run varies by ±25% on a small machine, so the throughput rows are run in rounds (5, or 1
 with --quick): each round starts every broker afresh, in turn, starting the turn at a different broker
 each round, and the report shows the median. Start-up, latency, consumer group and memory are measured
 in round 1 only, to keep the run short.
@@ -38,7 +38,7 @@ LATENCY_RATE = 10_000
 class Config:
     def __init__(self, quick: bool, rounds: int | None = None) -> None:
         self.quick = quick
-        self.rounds = max(1, rounds) if rounds else (1 if quick else 3)
+        self.rounds = max(1, rounds) if rounds else (1 if quick else 5)
         if quick:
             self.records = {100: 200_000, 1024: 60_000}
             self.cap_s, self.latency_s, self.warmup_s = 2.0, 3.0, 0.5
@@ -528,7 +528,7 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="~2 minutes: fewer records, shorter caps")
     parser.add_argument("--rounds", type=int, metavar="N",
-                        help="throughput rounds, the median is reported (default 3; 1 with --quick)")
+                        help="throughput rounds, the median is reported (default 5; 1 with --quick)")
     parser.add_argument("--only", metavar="KEYS",
                         help="comma-separated subset of: odradek-disk, odradek-shm, odradek-asyncio, tansu, noida")
     parser.add_argument("--from-json", metavar="FILE",
