@@ -36,6 +36,13 @@ class Harness:
         assert first.result()["error_code"] == EC.MEMBER_ID_REQUIRED
         return self.join(member_id=first.result()["member_id"], **kw)
 
+    def join_two(self) -> tuple[dict, dict]:
+        """Two members join a new group (generation 1): their JoinGroup results, leader's first."""
+        f1, f2 = self.join_new(client="a"), self.join_new(client="b")
+        self.clock.advance(300)
+        r1, r2 = f1.result(), f2.result()
+        return (r1, r2) if r1["leader"] == r1["member_id"] else (r2, r1)
+
     def group(self, gid: str = "g"):
         return self.groups.groups[gid]
 
@@ -159,10 +166,7 @@ def test_rebalance_timeout_drops_members_that_do_not_rejoin():
 @run
 def test_sync_errors_and_follower_waits_for_leader():
     h = Harness()
-    f1, f2 = h.join_new(client="a"), h.join_new(client="b")
-    h.clock.advance(300)
-    r1, r2 = f1.result(), f2.result()
-    leader, follower = (r1, r2) if r1["leader"] == r1["member_id"] else (r2, r1)
+    leader, follower = h.join_two()
     assert h.groups.sync("g", 7, follower["member_id"], None, None, None, []).result()["error_code"] == EC.ILLEGAL_GENERATION
     assert h.groups.sync("g", 1, "ghost", None, None, None, []).result()["error_code"] == EC.UNKNOWN_MEMBER_ID
     assert h.groups.sync("g", 1, follower["member_id"], None, "connect", None, []).result()["error_code"] == \
@@ -183,10 +187,7 @@ def test_sync_errors_and_follower_waits_for_leader():
 @run
 def test_leader_leaving_during_completing_rebalance_fails_pending_syncs():
     h = Harness()
-    f1, f2 = h.join_new(client="a"), h.join_new(client="b")
-    h.clock.advance(300)
-    r1, r2 = f1.result(), f2.result()
-    leader, follower = (r1, r2) if r1["leader"] == r1["member_id"] else (r2, r1)
+    leader, follower = h.join_two()
     wait = h.groups.sync("g", 1, follower["member_id"], None, None, None, [])
     assert h.groups.leave("g", [(leader["member_id"], None)]) == [0]
     assert wait.result()["error_code"] == EC.REBALANCE_IN_PROGRESS
@@ -362,10 +363,7 @@ def test_fake_scheduler_orders_timers(dummy):
 @run
 def test_leader_that_never_syncs_is_removed_after_the_rebalance_timeout():
     h = Harness()
-    f1, f2 = h.join_new(client="a"), h.join_new(client="b")
-    h.clock.advance(300)
-    r1, r2 = f1.result(), f2.result()
-    leader, follower = (r1, r2) if r1["leader"] == r1["member_id"] else (r2, r1)
+    leader, follower = h.join_two()
     wait = h.groups.sync("g", 1, follower["member_id"], None, None, None, [])
     for _ in range(REBALANCE // 5000):
         assert h.groups.heartbeat("g", 1, leader["member_id"], None) == 0  # alive, but never syncs

@@ -55,6 +55,13 @@ class Env:
         c.load()
         return c
 
+    def open_transaction(self, c: TransactionCoordinator, timeout_ms: int) -> tuple[int, int]:
+        """Transactional id "t" gets a producer id, adds data-0 and writes one record to it."""
+        _, pid, epoch = c.init_producer_id("t", timeout_ms, -1, -1, FENCED)
+        c.add_partitions("t", pid, epoch, [("data", 0)], FENCED)
+        self.produce(pid, epoch, 0)
+        return pid, epoch
+
     def produce(self, pid: int, epoch: int, seq: int) -> None:
         buf = bytearray(build_batch([(None, b"v", None, TS)], producer_id=pid, producer_epoch=epoch,
                                     base_sequence=seq, transactional=True))
@@ -93,9 +100,7 @@ def test_commit_writes_markers_and_offsets(env: Env) -> None:
 
 def test_timeout_aborts_and_fences(env: Env) -> None:
     c = env.coordinator()
-    _, pid, epoch = c.init_producer_id("t", 1000, -1, -1, FENCED)
-    c.add_partitions("t", pid, epoch, [("data", 0)], FENCED)
-    env.produce(pid, epoch, 0)
+    pid, epoch = env.open_transaction(c, 1000)
     env.now += 500
     assert c.abort_timed_out(env.now) == 0
     env.now += 600
@@ -122,9 +127,7 @@ def test_init_aborts_the_open_transaction_of_the_previous_epoch(env: Env) -> Non
 
 def test_prepared_transaction_is_completed_at_load(env: Env, monkeypatch: pytest.MonkeyPatch) -> None:
     c = env.coordinator()
-    _, pid, epoch = c.init_producer_id("t", 10000, -1, -1, FENCED)
-    c.add_partitions("t", pid, epoch, [("data", 0)], FENCED)
-    env.produce(pid, epoch, 0)
+    pid, epoch = env.open_transaction(c, 10000)
 
     def broken(*args):
         raise OSError("disk gone")
@@ -142,9 +145,7 @@ def test_prepared_transaction_is_completed_at_load(env: Env, monkeypatch: pytest
 
 def test_open_transaction_survives_reload_and_times_out(env: Env) -> None:
     c = env.coordinator()
-    _, pid, epoch = c.init_producer_id("t", 5000, -1, -1, FENCED)
-    c.add_partitions("t", pid, epoch, [("data", 0)], FENCED)
-    env.produce(pid, epoch, 0)
+    pid, epoch = env.open_transaction(c, 5000)
     env.now += 3000
     fresh = env.coordinator()
     m = fresh.describe("t")

@@ -102,21 +102,27 @@ public final class OdradekClient {
         System.exit(2);
     }
 
-    static void produce(String boot, String topic, int n, String acks, String compression, String prefix)
-            throws Exception {
+    /** What every producer here shares: String keys and values, bounded waits, a short linger. */
+    static Properties producerProperties(String boot) {
         Properties p = new Properties();
         p.put("bootstrap.servers", boot);
-        p.put("enable.idempotence", "false");
-        p.put("acks", acks);
-        p.put("compression.type", compression);
         p.put("linger.ms", "5");
         p.put("max.block.ms", "30000");
         p.put("request.timeout.ms", "20000");
         p.put("delivery.timeout.ms", "45000");
-        p.put("retries", "3");
-        p.put("max.in.flight.requests.per.connection", "1");
         p.put("key.serializer", StringSerializer.class.getName());
         p.put("value.serializer", StringSerializer.class.getName());
+        return p;
+    }
+
+    static void produce(String boot, String topic, int n, String acks, String compression, String prefix)
+            throws Exception {
+        Properties p = producerProperties(boot);
+        p.put("enable.idempotence", "false");
+        p.put("acks", acks);
+        p.put("compression.type", compression);
+        p.put("retries", "3");
+        p.put("max.in.flight.requests.per.connection", "1");
         List<Future<RecordMetadata>> futures = new ArrayList<>(n);
         try (KafkaProducer<String, String> producer = new KafkaProducer<>(p)) {
             for (int i = 0; i < n; i++) {
@@ -136,15 +142,8 @@ public final class OdradekClient {
 
     static void produceTxn(String boot, String topic, int n, String outcome, String txnId, String prefix)
             throws Exception {
-        Properties p = new Properties();
-        p.put("bootstrap.servers", boot);
+        Properties p = producerProperties(boot);
         p.put("transactional.id", txnId);
-        p.put("linger.ms", "5");
-        p.put("max.block.ms", "30000");
-        p.put("request.timeout.ms", "20000");
-        p.put("delivery.timeout.ms", "45000");
-        p.put("key.serializer", StringSerializer.class.getName());
-        p.put("value.serializer", StringSerializer.class.getName());
         List<Future<RecordMetadata>> futures = new ArrayList<>(n);
         try (KafkaProducer<String, String> producer = new KafkaProducer<>(p)) {
             producer.initTransactions();
@@ -168,14 +167,7 @@ public final class OdradekClient {
     }
 
     static void produceDefault(String boot, String topic, int n, int partitions, String prefix) throws Exception {
-        Properties p = new Properties();
-        p.put("bootstrap.servers", boot);
-        p.put("linger.ms", "5");
-        p.put("max.block.ms", "30000");
-        p.put("request.timeout.ms", "20000");
-        p.put("delivery.timeout.ms", "45000");
-        p.put("key.serializer", StringSerializer.class.getName());
-        p.put("value.serializer", StringSerializer.class.getName());
+        Properties p = producerProperties(boot);
         List<Future<RecordMetadata>> futures = new ArrayList<>(n);
         try (KafkaProducer<String, String> producer = new KafkaProducer<>(p)) {
             for (int i = 0; i < n; i++) {
