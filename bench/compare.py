@@ -26,7 +26,7 @@ import time
 import uuid
 
 import brokers
-from workloads import (consume, cpu_seconds, create_topic, group_first_record, latency, machine, produce, rates,
+from workloads import (CpuMeter, consume, create_topic, group_first_record, latency, machine, produce, rates,
                        size_label)
 
 SIZES = (100, 1024)
@@ -190,16 +190,16 @@ def bench_broker(res: dict, spec: brokers.BrokerSpec, cfg: Config, run_deadline:
 
         lat_topic = f"bench-{run_id}-latency"
         made = attempt(lambda: create_topic(bootstrap, lat_topic, 1))
-        cpu0, t_cpu = cpu_seconds(proc.pid), time.perf_counter()
+        cpu, t_cpu = CpuMeter(proc.pid), time.perf_counter()
         res["latency"] = made if made and "na" in made else attempt(
             lambda: latency(bootstrap, lat_topic, LATENCY_RATE, cfg.latency_s, cfg.warmup_s))
         lat = res["latency"]
         if "na" not in lat and lat["send_rate"] < 0.95 * LATENCY_RATE:
             lat["note"] = (f"the paced producer only reached {lat['send_rate']:,.0f} msg/s "
                            f"(machine too busy?)")
-        cpu1 = cpu_seconds(proc.pid)
-        if "na" not in lat and cpu0 is not None and cpu1 is not None:
-            lat["broker_cpu_pct"] = (cpu1 - cpu0) / (time.perf_counter() - t_cpu) * 100
+        broker_cpu_s = cpu.used().get("broker_cpu_s")
+        if "na" not in lat and broker_cpu_s is not None:
+            lat["broker_cpu_pct"] = broker_cpu_s / (time.perf_counter() - t_cpu) * 100
         log("  latency: " + (lat["na"] if "na" in lat else
                              f"p50 {lat['p50_ms']} ms, p99 {lat['p99_ms']} ms, p99.9 {lat['p999_ms']} ms"))
 
