@@ -14,9 +14,9 @@ import logging
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Iterable
+from typing import TYPE_CHECKING, Awaitable, Iterable
 
-from odradek.broker.registry import HANDLERS, HandlerSpec
+from odradek.broker.registry import HANDLERS
 from odradek.cluster.topics import Topic, TopicRegistry
 from odradek.config import BrokerConfig, log_config_for
 from odradek.coordinator import OFFSETS_TOPIC, Coordinator, offsets_topic_configs
@@ -230,15 +230,15 @@ class Broker:
         except codec.ProtocolError as exc:
             raise CloseConnection(f"malformed {ApiKey(api_key).name} v{version} request: {exc}") from None
         ctx = RequestContext(self, api_key, version, correlation_id, header.get("client_id"), conn)
-        if spec.is_async:
-            return asyncio.ensure_future(self._run_async(spec, ctx, request))
         body = spec.fn(ctx, request)
         if body is None:
             return None
+        if type(body) is not dict:  # a coroutine: this request waits (registry.py)
+            return asyncio.ensure_future(self._finish(ctx, body))
         return codec.encode_response(api_key, version, correlation_id, body)
 
-    async def _run_async(self, spec: HandlerSpec, ctx: RequestContext, request: dict) -> list | None:
-        body = await spec.fn(ctx, request)  # type: ignore[misc]
+    async def _finish(self, ctx: RequestContext, waiting: Awaitable[dict | None]) -> list | None:
+        body = await waiting
         if body is None:
             return None
         # parts, not one joined frame: a Fetch response may carry file regions for the connection to sendfile

@@ -4,15 +4,15 @@ Each handler module registers exactly one function with `@handler(api_key, min_v
 range is what the handler really implements, and ApiVersions advertises exactly these ranges. Registering
 a key twice raises at import, so two modules can never silently fight over an API.
 
-A handler is `fn(ctx: RequestContext, request: dict) -> dict | None` or an `async def` of the same shape.
-It returns the response body (the codec fills omitted fields with their defaults), or None for "send no
-response" (Produce with acks=0). Protocol-level failures belong in the response as Kafka error codes; an
+A handler is `fn(ctx: RequestContext, request: dict)` returning the response body (the codec fills omitted
+fields with their defaults), None for "send no response" (Produce with acks=0), or a coroutine that gives
+one of those: an `async def` handler always waits; a plain one returns a coroutine only when this request
+has to (Produce waiting for a flush), so the common case costs no task. Protocol-level failures belong in the response as Kafka error codes; an
 exception from a handler means the request was unserviceable and the connection is closed.
 """
 
 from __future__ import annotations
 
-import inspect
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Awaitable, Callable, Union
 
@@ -29,7 +29,6 @@ class HandlerSpec:
     min_version: int
     max_version: int
     fn: HandlerFn
-    is_async: bool
 
     def supports(self, version: int) -> bool:
         return self.min_version <= version <= self.max_version
@@ -42,7 +41,7 @@ def handler(api_key: int, min_version: int, max_version: int) -> Callable[[Handl
     def register(fn: HandlerFn) -> HandlerFn:
         if api_key in HANDLERS:
             raise RuntimeError(f"api key {api_key} registered twice: {HANDLERS[api_key].fn.__module__} and {fn.__module__}")
-        HANDLERS[api_key] = HandlerSpec(api_key, min_version, max_version, fn, inspect.iscoroutinefunction(fn))
+        HANDLERS[api_key] = HandlerSpec(api_key, min_version, max_version, fn)
         return fn
 
     return register
