@@ -71,9 +71,13 @@ def read_everything(bootstrap: str, topic: str, partition: int = 0) -> list:
 
 
 @pytest.mark.timeout(120)
-@pytest.mark.parametrize("codec,partitions", [("none", 1), ("lz4", 1), ("zstd", 3)])
-def test_sigkill_during_acks_all_produce(broker_factory, topic_name, codec, partitions):
-    b = broker_factory({**DURABLE, "num.partitions": str(partitions)})
+@pytest.mark.parametrize("codec,partitions,segment_bytes", [
+    ("none", 1, None), ("lz4", 1, None), ("zstd", 3, None),
+    ("none", 1, 1024),  # a roll every batch or two: crashes land while the flusher syncs rolled segments
+])
+def test_sigkill_during_acks_all_produce(broker_factory, topic_name, codec, partitions, segment_bytes):
+    segments = {} if segment_bytes is None else {"log.segment.bytes": str(segment_bytes)}
+    b = broker_factory({**DURABLE, **segments, "num.partitions": str(partitions)})
     producer = Producer({**exact_producer_config(b.bootstrap), "compression.type": codec})
     acked: dict[bytes, tuple[int, int]] = {}
     failed: dict[bytes, str] = {}
@@ -157,6 +161,10 @@ def test_sigkill_during_acks_all_produce(broker_factory, topic_name, codec, part
     for p in range(partitions):
         delivered = assert_delivered(produce_messages(b.bootstrap, topic_name, [{"value": b"after", "partition": p}]))
         assert delivered[0].offset() == ends[p]
+    if segment_bytes is not None:
+        part_dir = b.data_dir / f"{topic_name}-0"
+        assert len(list(part_dir.glob("*.log"))) > 10, "the workload was meant to roll many segments"
+        assert (part_dir / "recovery-point").exists()
 
 
 @pytest.mark.timeout(90)

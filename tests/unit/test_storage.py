@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import struct
+import threading
 from pathlib import Path
 
 import pytest
@@ -11,8 +12,11 @@ from crc32c import crc32c
 
 from odradek.records.batch import iter_batches, read_header, validate_v2
 from odradek.storage import LogConfig, OffsetOutOfRangeError, PartitionLog
+from odradek.storage import loader as loader_module
 from odradek.storage import segment as segment_module
+from odradek.storage.flusher import LogFlusher
 from odradek.storage.index import OffsetIndex, TimeIndex
+from odradek.storage.loader import RecoveryPointCheckpoint
 
 
 def make_batch(count: int = 1, timestamp: int = 1000, max_timestamp: int | None = None, payload: bytes = b"p" * 20) -> bytes:
@@ -254,26 +258,72 @@ def test_segment_ms_rolls_by_age(pdir: Path) -> None:
     plog.close()
 
 
-def test_rolled_segment_is_fsynced_before_the_next_exists(pdir: Path, monkeypatch) -> None:
+def fd_path(fd: int) -> str:
+    return os.path.basename(os.readlink(f"/proc/self/fd/{fd}"))
+
+
+def test_recovery_point_passes_a_rolled_segment_only_after_its_files_are_synced(pdir: Path, monkeypatch) -> None:
     events: list[str] = []
     real_fsync = os.fsync
-    real_create = segment_module.LogSegment.create.__func__
+    real_write = RecoveryPointCheckpoint.write.__func__
 
     def fsync(fd):
-        events.append("fsync")
+        events.append(f"fsync {fd_path(fd)}")
         real_fsync(fd)
 
-    def create(cls, directory, base_offset, index_interval):
-        events.append(f"create {base_offset}")
-        return real_create(cls, directory, base_offset, index_interval)
+    def write(cls, directory, offset):
+        events.append(f"recovery point {offset}")
+        real_write(cls, directory, offset)
 
     plog = open_log(pdir, segment_bytes=100)
     append(plog, make_batch(1, payload=b"z" * 50))
-    events.clear()
     monkeypatch.setattr(os, "fsync", fsync)
-    monkeypatch.setattr(segment_module.LogSegment, "create", classmethod(create))
+    monkeypatch.setattr(RecoveryPointCheckpoint, "write", classmethod(write))
     append(plog, make_batch(1, payload=b"z" * 50))
-    assert events.index("create 1") > events.index("fsync")
+    mark = events.index("recovery point 1")
+    for name in ("00000000000000000000.log", "00000000000000000000.index", "00000000000000000000.timeindex"):
+        assert events.index(f"fsync {name}") < mark
+    assert RecoveryPointCheckpoint.read(pdir) == 1
+    plog.close()
+
+
+class BlockedFlusher(LogFlusher):
+    """A background flusher whose thread waits for ``release`` before running anything."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.release = threading.Event()
+        self.submit(lambda: self.release.wait(10))
+
+
+def test_a_roll_leaves_the_disk_work_to_the_flusher(pdir: Path) -> None:
+    flusher = BlockedFlusher()
+    plog = PartitionLog.open(pdir, LogConfig(segment_bytes=100), flusher=flusher)
+    append(plog, make_batch(1, payload=b"z" * 50))
+    append(plog, make_batch(1, payload=b"z" * 50))  # rolls while the flusher cannot run
+    assert plog.segment_base_offsets == [0, 1]
+    assert RecoveryPointCheckpoint.read(pdir) is None
+    flusher.release.set()
+    plog.flush()
+    assert RecoveryPointCheckpoint.read(pdir) == 1
+    plog.close()
+    flusher.close()
+
+
+def test_unclean_open_recovers_every_segment_from_the_recovery_point(pdir: Path) -> None:
+    plog, _ = fill(pdir, n=12, segment_bytes=300)
+    bases_before = plog.segment_base_offsets
+    assert len(bases_before) >= 4
+    crash(plog)
+    # The roll job after segment 1 never ran, and the machine lost the last bytes of segment 1. Its index
+    # still looks sane, so only the recovery point tells the loader not to trust it.
+    RecoveryPointCheckpoint.write(pdir, bases_before[1])
+    second = pdir / f"{bases_before[1]:020d}.log"
+    os.truncate(second, second.stat().st_size - 5)
+    plog = open_log(pdir, segment_bytes=300)
+    assert plog.segment_base_offsets == bases_before[:2]
+    assert plog.log_end_offset < bases_before[2]
+    validate_v2(plog.read(0, 1 << 20))
     plog.close()
 
 
@@ -662,7 +712,7 @@ def test_retention_by_size(pdir: Path) -> None:
 
 def test_flush_by_message_count_and_by_time(pdir: Path, monkeypatch) -> None:
     syncs: list[int] = []
-    monkeypatch.setattr(segment_module, "_fdatasync", syncs.append)
+    monkeypatch.setattr(loader_module, "_fdatasync", syncs.append)
     clock = Clock()
     plog = open_log(pdir, clock=clock, flush_messages=5)
     append(plog, make_batch(2))
@@ -687,12 +737,42 @@ def test_flush_by_message_count_and_by_time(pdir: Path, monkeypatch) -> None:
 
 def test_no_flush_by_default(pdir: Path, monkeypatch) -> None:
     syncs: list[int] = []
-    monkeypatch.setattr(segment_module, "_fdatasync", syncs.append)
+    monkeypatch.setattr(loader_module, "_fdatasync", syncs.append)
     plog = open_log(pdir)
     for _ in range(50):
         append(plog, make_batch(3))
     plog.maybe_flush(10**15)
     assert syncs == []
+    plog.close()
+
+
+def test_appends_while_a_policy_flush_is_queued_share_it(pdir: Path) -> None:
+    flusher = BlockedFlusher()
+    plog = PartitionLog.open(pdir, LogConfig(flush_messages=1), flusher=flusher)
+    first = append(plog, make_batch(1))
+    second = append(plog, make_batch(1))
+    assert first.durable is not None and first.durable is second.durable and not first.durable.done()
+    flusher.release.set()
+    first.durable.result(10)
+    third = append(plog, make_batch(1))
+    assert third.durable is not first.durable
+    plog.close()
+    flusher.close()
+
+
+def test_a_failed_sync_refuses_later_appends(pdir: Path, monkeypatch) -> None:
+    from odradek.storage import StorageError
+
+    def fail(fd):
+        raise OSError(5, "Input/output error")
+
+    monkeypatch.setattr(loader_module, "_fdatasync", fail)
+    plog = open_log(pdir, flush_messages=1)
+    result = append(plog, make_batch(1))
+    assert isinstance(result.durable.exception(), OSError)
+    with pytest.raises(StorageError, match="failed to sync"):
+        append(plog, make_batch(1))
+    assert plog.log_end_offset == 1
     plog.close()
 
 

@@ -7,11 +7,13 @@ Partition directory layout (``{data_dir}/{topic}-{partition}/``)::
     00000000000000000000.timeindex  time index              (TimeIndex)
     00000000000000001234.log ...    next segment, base offset 1234
     log-start-offset                log start checkpoint    (LogStartCheckpoint)
+    recovery-point                  first unsynced segment  (RecoveryPointCheckpoint)
     00000000000000001234.snapshot   producer state at 1234  (ProducerStateSnapshot, producer_state.py)
     00000000000000000000.txnindex   aborted transactions    (TransactionIndex, txn_index.py)
 
-Invariants kept on disk: only the last segment can be torn (a segment is fsynced, indexes included, before
-the next one is created), and the checkpoint is replaced atomically.
+Invariants kept on disk: only segments at or after the recovery point can be torn (the log flusher fsyncs a
+rolled segment, indexes included, before it moves the recovery point past it), and checkpoints are replaced
+atomically.
 """
 
 from __future__ import annotations
@@ -41,12 +43,28 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 _SCAN_CHUNK = 1 << 20  # bytes read at a time when validating a segment
+_fdatasync = getattr(os, "fdatasync", os.fsync)
 
 
 def fsync_dir(directory: Path) -> None:
     fd = os.open(directory, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
     try:
         os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def fsync_path(path: Path, *, data_only: bool = False) -> None:
+    """fsync (or fdatasync) the file at ``path``; a file deleted meanwhile has nothing left to sync."""
+    try:
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
+    except FileNotFoundError:
+        return
+    try:
+        if data_only:
+            _fdatasync(fd)
+        else:
+            os.fsync(fd)
     finally:
         os.close(fd)
 
@@ -66,22 +84,19 @@ def write_file_atomically(path: Path, data: bytes) -> None:
     fsync_dir(path.parent)
 
 
-class LogStartCheckpoint:
-    """The partition's log start offset, in ``log-start-offset`` beside the segments.
+class OffsetCheckpoint:
+    """One offset of a partition, kept in a small file beside the segments (``FILE_NAME`` per subclass).
 
     Byte layout: ASCII text, two lines: the format version ``0``, then the offset in decimal::
 
         0\\n
         1234\\n
 
-    Written atomically (``log-start-offset.tmp``, fsync, rename, fsync of the directory) each time the start
-    moves. The effective start on load is max(checkpoint, first segment's base offset), so a crash between
-    a checkpoint and the deletion of the segments below it is harmless.
-
-    Concurrency: not thread-safe; used by the owning PartitionLog (event loop) and its loader.
+    Written atomically (``{FILE_NAME}.tmp``, fsync, rename, fsync of the directory). A missing or
+    unreadable file reads as None, and each user says what None means.
     """
 
-    FILE_NAME = "log-start-offset"
+    FILE_NAME = ""
     VERSION = 0
 
     @classmethod
@@ -103,6 +118,27 @@ class LogStartCheckpoint:
     @classmethod
     def write(cls, directory: Path, offset: int) -> None:
         write_file_atomically(directory / cls.FILE_NAME, f"{cls.VERSION}\n{offset}\n".encode("ascii"))
+
+
+class LogStartCheckpoint(OffsetCheckpoint):
+    """The partition's log start offset, rewritten each time the start moves (event loop).
+
+    The effective start on load is max(checkpoint, first segment's base offset), so a crash between a
+    checkpoint and the deletion of the segments below it is harmless.
+    """
+
+    FILE_NAME = "log-start-offset"
+
+
+class RecoveryPointCheckpoint(OffsetCheckpoint):
+    """The base offset of the oldest segment that may not be on disk whole: every segment below it was
+    fsynced, indexes included. Written by the log flusher after it has synced a rolled segment (log.py).
+
+    After an unclean shutdown the loader fully recovers every segment from this point on, not only the last
+    one. Missing (a log that never finished a roll) means 0: every segment is recovered.
+    """
+
+    FILE_NAME = "recovery-point"
 
 
 def scan_batches(
@@ -175,7 +211,8 @@ class LogLoader:
     * Sweeps leftovers: ``*.tmp`` files and index files whose .log is gone (a crash mid-delete).
     * Sealed segments: O(1) sanity check of the indexes; a failing one is recovered (CRC-validated scan,
       truncation, index rebuild), and if that cuts bytes off, every later segment is dropped, since offsets
-      must stay contiguous.
+      must stay contiguous. After an unclean shutdown, sealed segments at or after the recovery point are
+      recovered without asking the indexes: their last fsync may not have happened.
     * Last segment: after an unclean shutdown it is always recovered; after a clean one its indexes are
       checked and the batches after the last index entry are stepped over to find the log end offset.
     * The log start offset is max(checkpoint, first base offset); when it is beyond the recovered end (data
@@ -261,11 +298,13 @@ class LogLoader:
     def _load_sealed(self, segments: list[LogSegment]) -> int:
         """Check or recover every segment but the last; may drop segments after a damaged one."""
         truncated = 0
+        synced_below = None if self.clean_shutdown else RecoveryPointCheckpoint.read(self.directory) or 0
         i = 0
         while i < len(segments) - 1:
             segment = segments[i]
             next_base = segments[i + 1].base_offset
-            if segment.indexes_look_sane(next_base):
+            trusted = synced_below is None or segment.base_offset < synced_below
+            if trusted and segment.indexes_look_sane(next_base):
                 segment.adopt_sealed_state(next_base)
             else:
                 cut = recover_segment(segment)

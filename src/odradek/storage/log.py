@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import concurrent.futures
 import logging
 import os
 import shutil
 import time
 import uuid
 from bisect import bisect_right
+from concurrent.futures import Future
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
@@ -15,7 +17,8 @@ from typing import Callable
 from odradek.records.batch import BatchHeader, patch_base_offset
 
 from .config import INT32_MAX, LogConfig
-from .loader import LogLoader, LogStartCheckpoint, fsync_dir
+from .flusher import SYNCHRONOUS, LogFlusher, completed_future
+from .loader import LogLoader, LogStartCheckpoint, RecoveryPointCheckpoint, fsync_dir, fsync_path
 from .producer_state import DuplicateBatch, ProducerStateManager
 from .segment import FileRegion, LogSegment
 from .txn_index import AbortedTxn, TransactionIndex
@@ -39,7 +42,7 @@ class OffsetOutOfRangeError(Exception):
         self.log_end_offset = log_end_offset
 
 
-class StorageError(Exception):
+class StorageError(OSError):
     """The log cannot serve the request (closed, or left inconsistent by an I/O error)."""
 
 
@@ -51,19 +54,29 @@ class AppendResult:
     first_batch_max_timestamp: int = -1
     log_append_time_ms: int = -1  # -1: CreateTime (the handler stamps LogAppendTime batches itself)
     duplicate: bool = False  # an idempotent retry: nothing was written, the offsets are the original's
+    durable: Future | None = None  # a flush the flush policy asked for: acknowledge once it is done
 
 
 class PartitionLog:
     """One topic-partition: segments in offset order, the last one active, plus the log start offset.
 
     ``log_end_offset`` (== high watermark on a single node) advances only after an append's bytes are in
-    the file; reads are bounded by it. Roll: the active segment is sealed (indexes completed, everything
-    fsynced) before the next one is created, so only the last segment can ever be torn.
+    the file; reads are bounded by it.
 
-    Flush policy: fsync the active segment when ``flush_messages`` records have accumulated since the last
-    flush, or ``flush_ms`` has passed (checked on append and by ``maybe_flush``); otherwise the OS decides.
-    A ``kill -9`` loses nothing written either way; the policy is about machine crashes. Flushes run on the
-    calling thread.
+    Roll: the active segment's indexes are completed and the next segment is created at once; making the old
+    one durable is a job for the ``LogFlusher``: fsync of the .log, its indexes and transaction index, the
+    directory, a producer state snapshot, and last the recovery point (loader.py), moved to the new segment.
+    A machine crash before that job ends can tear the old segment too, and the loader then recovers every
+    segment from the recovery point on.
+
+    Flush policy: fdatasync the active segment when ``flush_messages`` records have accumulated since the
+    last flush, or ``flush_ms`` has passed (checked on append and by ``maybe_flush``); otherwise the OS
+    decides. A ``kill -9`` loses nothing written either way; the policy is about machine crashes. Policy
+    flushes are flusher jobs too: an append that triggers one returns its future in ``AppendResult.durable``
+    (the producer is answered when it is done), and appends made while it is still queued share it.
+
+    A job that fails records its OSError: every later append raises ``StorageError`` (Produce answers
+    KAFKA_STORAGE_ERROR), since data acknowledged after a failed fsync might not be on disk.
 
     Idempotent producers: batches with a producer id are checked by the ``ProducerStateManager`` before the
     write (``ProducerStateError`` refuses the whole record set; a duplicate is answered without writing) and
@@ -80,7 +93,7 @@ class PartitionLog:
 
     def __init__(self, directory: Path, config: LogConfig, segments: list[LogSegment], log_start_offset: int,
                  clock: Clock, producer_state: ProducerStateManager | None = None,
-                 txn_index: TransactionIndex | None = None) -> None:
+                 txn_index: TransactionIndex | None = None, flusher: LogFlusher = SYNCHRONOUS) -> None:
         self.directory = directory
         self._config = config
         self._segments = segments
@@ -92,6 +105,10 @@ class PartitionLog:
         self._dirty = False
         self._last_flush_ms = clock()
         self._closed = False
+        self._flusher = flusher
+        self._last_job: Future | None = None  # the newest flusher job; jobs run in order
+        self._queued_flush: Future | None = None  # a policy flush not started yet, shared by later appends
+        self._sync_error: OSError | None = None
         if producer_state is None:
             producer_state = ProducerStateManager(directory)
             producer_state.map_end_offset = self._end
@@ -100,16 +117,17 @@ class PartitionLog:
 
     @classmethod
     def open(cls, directory: Path, config: LogConfig, *, clean_shutdown: bool = False,
-             clock: Clock | None = None) -> "PartitionLog":
+             clock: Clock | None = None, flusher: LogFlusher = SYNCHRONOUS) -> "PartitionLog":
         """Create the log, or recover it from ``directory``.
 
         ``clean_shutdown`` (from LogManager's marker) skips the full scan of the last segment; without it the
-        last segment is validated batch by batch and a torn tail is cut off.
+        segments from the recovery point on are validated batch by batch and a torn tail is cut off.
+        ``flusher`` runs the fsyncs; the default runs them on the calling thread.
         """
         clock = clock or wall_clock_ms
         loaded = LogLoader(directory, config, clean_shutdown, clock()).load()
         return cls(directory, config, loaded.segments, loaded.log_start_offset, clock, loaded.producer_state,
-                   loaded.txn_index)
+                   loaded.txn_index, flusher)
 
     # -- state ------------------------------------------------------------------------------------------
 
@@ -157,6 +175,11 @@ class PartitionLog:
         if self._closed:
             raise StorageError(f"log {self.directory} is closed")
 
+    def _check_writable(self) -> None:
+        self._check_open()
+        if self._sync_error is not None:
+            raise StorageError(f"log {self.directory} failed to sync: {self._sync_error}")
+
     def _segment_end(self, i: int) -> int:
         return self._bases[i + 1] if i + 1 < len(self._bases) else self._end
 
@@ -170,7 +193,7 @@ class PartitionLog:
         Batches with a producer id are checked first: raises ``ProducerStateError`` (nothing written), or
         returns the original offsets with ``duplicate=True`` for a retried batch (nothing written).
         """
-        self._check_open()
+        self._check_writable()
         if not batches:
             raise ValueError("append of an empty record set")
         now = self._clock()
@@ -206,17 +229,18 @@ class PartitionLog:
         self._dirty = True
         flush = self._config.flush_messages
         if flush is not None and self._unflushed_messages >= flush:
-            self.flush()
+            durable = self._start_flush()
         else:
-            self.maybe_flush(now)
-        return AppendResult(first_offset, last_offset, self._start, assigned[0][1].max_timestamp)
+            durable = self.maybe_flush(now)
+        return AppendResult(first_offset, last_offset, self._start, assigned[0][1].max_timestamp,
+                            durable=durable)
 
     def append_marker(self, records: bytearray, header: BatchHeader, aborted: bool, coordinator_epoch: int) -> int:
         """Append one transaction marker (a control batch from ``records.codec.build_control_batch``, as
         ``validate_v2`` read it) for the coordinator; returns its offset. Closes the producer's transaction
         here and indexes it when ``aborted``. Raises ``InvalidProducerEpochError`` for a marker older than
         the producer's epoch (nothing written)."""
-        self._check_open()
+        self._check_writable()
         self.producer_state.check_marker(header.producer_id, header.producer_epoch)
         now = self._clock()
         offset = self._end
@@ -249,18 +273,49 @@ class PartitionLog:
 
     def _roll(self) -> LogSegment:
         old = self._active
-        old.seal()
-        self.txn_index.sync(old.base_offset)
-        self._unflushed_messages = 0  # the seal fsynced everything written so far
-        self._dirty = False
-        self._last_flush_ms = self._clock()
+        old.seal(sync=False)
         new = LogSegment.create(self.directory, self._end, self._config.index_interval_bytes)
         self._segments.append(new)
         self._bases.append(new.base_offset)
-        fsync_dir(self.directory)
-        self._snapshot_producer_state()
+        snapshot = self.producer_state.encode_snapshot(self._end)
+        paths = [old.log_path, old.offset_index.path, old.time_index.path, self.txn_index.path(old.base_offset)]
+        self._submit(lambda: self._make_roll_durable(paths, new.base_offset, snapshot))
+        self._unflushed_messages = 0  # the job syncs everything written so far
+        self._dirty = False
+        self._queued_flush = None
+        self._last_flush_ms = self._clock()
         log.debug("%s: rolled to segment %d", self.directory, new.base_offset)
         return new
+
+    def _make_roll_durable(self, paths: list[Path], new_base: int, snapshot: tuple[int, bytes] | None) -> None:
+        """Flusher job of a roll: the old segment's files, the directory, the snapshot, the recovery point."""
+        for path in paths:
+            fsync_path(path)
+        fsync_dir(self.directory)
+        if snapshot is not None:
+            try:
+                self.producer_state.write_snapshot(*snapshot)
+            except OSError as exc:  # costs only a longer replay at the next load
+                log.warning("%s: could not write a producer state snapshot at %d: %s", self.directory,
+                            snapshot[0], exc)
+        RecoveryPointCheckpoint.write(self.directory, new_base)
+
+    def _submit(self, job: Callable[[], None]) -> Future:
+        """Hand ``job`` to the flusher; a failure is recorded (see the class docstring) unless the log was
+        closed meanwhile, when its files may be gone on purpose."""
+        def run() -> None:
+            if self._closed:
+                return
+            try:
+                job()
+            except OSError as exc:
+                if not self._closed:
+                    log.error("%s: sync failed, refusing further appends: %s", self.directory, exc)
+                    self._sync_error = exc
+                raise
+        future = self._flusher.submit(run)
+        self._last_job = future
+        return future
 
     # -- read -------------------------------------------------------------------------------------------
 
@@ -415,19 +470,37 @@ class PartitionLog:
     # -- flush and lifecycle ----------------------------------------------------------------------------
 
     def flush(self) -> None:
-        """fsync what has been appended to the active segment (sealed segments were synced on roll)."""
+        """fsync everything appended so far, and return when it is on disk (blocks the calling thread)."""
+        self.request_flush().result()
+
+    def request_flush(self) -> Future:
+        """Queue an fsync of everything appended so far; the future completes when it is on disk."""
         self._check_open()
         if self._dirty:
-            self._active.flush()
+            return self._start_flush()
+        if self._last_job is not None:
+            return self._last_job  # a roll's job, or the flush that covers the last append
+        return completed_future()
+
+    def _start_flush(self) -> Future:
+        """Queue an fdatasync of the active segment (earlier jobs, such as a roll's, run first)."""
         self._dirty = False
         self._unflushed_messages = 0
         self._last_flush_ms = self._clock()
+        queued = self._queued_flush
+        if queued is not None and not queued.running() and not queued.done():
+            return queued  # not started: it will also cover what was appended since it was queued
+        path = self._active.log_path
+        future = self._submit(lambda: fsync_path(path, data_only=True))
+        self._queued_flush = future
+        return future
 
-    def maybe_flush(self, now_ms: int) -> None:
-        """Time-based flush: fsync if ``flush_ms`` has passed since the last flush and there is new data."""
+    def maybe_flush(self, now_ms: int) -> Future | None:
+        """Time-based flush: queue one if ``flush_ms`` has passed since the last and there is new data."""
         flush_ms = self._config.flush_ms
         if flush_ms is not None and self._dirty and now_ms - self._last_flush_ms >= flush_ms:
-            self.flush()
+            return self._start_flush()
+        return None
 
     def _snapshot_producer_state(self) -> None:
         """Snapshot the producer state at the log end; a failure only costs a longer replay at the next load."""
@@ -452,6 +525,10 @@ class PartitionLog:
         """
         if self._closed:
             return
+        if flush and self._last_job is not None:
+            # A roll's job still running writes the snapshot and recovery point: let it finish first. Its
+            # failure was logged and recorded by the job; the seal below syncs everything again anyway.
+            concurrent.futures.wait([self._last_job])
         self._closed = True
         try:
             if flush:

@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Callable
 
 from .config import LogConfig
+from .flusher import LogFlusher
 from .loader import fsync_dir, write_file_atomically
 from .log import DELETED_SUFFIX, Clock, PartitionLog, rename_for_deletion, wall_clock_ms
 from .producer_state import DEFAULT_EXPIRATION_MS
@@ -49,6 +50,8 @@ class LogManager:
     ``producer_id_expiration_ms`` (broker property producer.id.expiration.ms) is applied by ``tick`` at most
     every ``PRODUCER_EXPIRATION_CHECK_MS`` (Kafka's producer.id.expiration.check.interval.ms default).
 
+    Every log it opens shares one ``LogFlusher`` thread for its fsyncs (flusher.py); ``close`` stops it.
+
     Concurrency: not thread-safe; owned by the event loop.
     """
 
@@ -63,6 +66,7 @@ class LogManager:
         self._clock = clock or wall_clock_ms
         self._logs: dict[tuple[str, int], PartitionLog] = {}
         self._closed = False
+        self.flusher = LogFlusher()
         self.producer_id_expiration_ms = DEFAULT_EXPIRATION_MS
         self._next_producer_expiry_ms = self._clock() + self.PRODUCER_EXPIRATION_CHECK_MS
         marker = self.data_dir / self.CLEAN_SHUTDOWN_FILE
@@ -83,7 +87,8 @@ class LogManager:
             if key is None or key in self._logs or not path.is_dir() or path.is_symlink():
                 continue
             config = config_for(key[0]) if config_for is not None else self.default_config
-            self._logs[key] = PartitionLog.open(path, config, clean_shutdown=self.clean_shutdown, clock=self._clock)
+            self._logs[key] = PartitionLog.open(path, config, clean_shutdown=self.clean_shutdown, clock=self._clock,
+                                                flusher=self.flusher)
         return dict(self._logs)
 
     def _finish_interrupted_deletions(self) -> None:
@@ -131,7 +136,8 @@ class LogManager:
             return existing
         path = self.data_dir / f"{topic}-{partition}"
         is_new = not path.exists()
-        plog = PartitionLog.open(path, config or self.default_config, clean_shutdown=False, clock=self._clock)
+        plog = PartitionLog.open(path, config or self.default_config, clean_shutdown=False, clock=self._clock,
+                                 flusher=self.flusher)
         if is_new:
             fsync_dir(self.data_dir)
         self._logs[key] = plog
@@ -185,5 +191,6 @@ class LogManager:
                 ok = False
                 log.exception("closing %s-%d failed", *key)
         self._logs.clear()
+        self.flusher.close()
         if ok:
             write_file_atomically(self.data_dir / self.CLEAN_SHUTDOWN_FILE, b"")

@@ -485,16 +485,29 @@ class ProducerStateManager:
     def take_snapshot(self, offset: int) -> bool:
         """Write the state as of log end ``offset`` (unless that snapshot is already on disk and nothing
         changed); keep only the newest ``SNAPSHOTS_KEPT``. Returns whether a file was written."""
-        if self._snapshot_offset == offset and not self._changed_since_snapshot:
+        snapshot = self.encode_snapshot(offset)
+        if snapshot is None:
             return False
+        self.write_snapshot(*snapshot)
+        return True
+
+    def encode_snapshot(self, offset: int) -> tuple[int, bytes] | None:
+        """(offset, file content) of the state as of log end ``offset``, or None when that snapshot is
+        already written and nothing changed. Counts it as written: the caller writes it (``write_snapshot``),
+        perhaps later on the log flusher's thread."""
+        if self._snapshot_offset == offset and not self._changed_since_snapshot:
+            return None
         data = ProducerStateSnapshot.encode(offset, self.producers.values())
-        write_file_atomically(self.directory / snapshot_file_name(offset), data)
         self._snapshot_offset = offset
         self._changed_since_snapshot = False
-        offsets = self.snapshot_offsets()
-        for old in offsets[:-SNAPSHOTS_KEPT]:
+        return offset, data
+
+    def write_snapshot(self, offset: int, data: bytes) -> None:
+        """Write one encoded snapshot atomically and delete all but the newest ``SNAPSHOTS_KEPT``; touches
+        only files, so the log flusher may run it."""
+        write_file_atomically(self.directory / snapshot_file_name(offset), data)
+        for old in self.snapshot_offsets()[:-SNAPSHOTS_KEPT]:
             self._delete_snapshot(old)
-        return True
 
     def _delete_snapshot(self, offset: int) -> None:
         try:

@@ -18,7 +18,6 @@ INDEX_SUFFIX = ".index"
 TIME_INDEX_SUFFIX = ".timeindex"
 _OPEN_FLAGS = os.O_RDWR | os.O_APPEND | getattr(os, "O_CLOEXEC", 0)
 _WALK_CHUNK = 16 * 1024  # bytes read at a time when stepping over batch headers
-_fdatasync = getattr(os, "fdatasync", os.fsync)
 
 
 class CorruptSegmentError(Exception):
@@ -205,11 +204,12 @@ class LogSegment:
         """What time-based retention compares against: the largest timestamp, or the file's mtime if none."""
         return self.max_timestamp if self.max_timestamp > 0 else self.mtime_ms()
 
-    def seal(self) -> None:
+    def seal(self, *, sync: bool = True) -> None:
         """Make the segment complete on disk before it stops being active (roll) or the log closes.
 
         Adds the final time-index entry (the segment's largest timestamp), writes pending entries, fsyncs the
-        .log and both indexes, and releases the index fds.
+        .log and both indexes, and releases the index fds. ``sync=False`` leaves the fsyncs to the caller
+        (a roll hands them to the log flusher, by path).
         """
         if self._index_write_failed:
             self.rebuild_indexes()
@@ -217,15 +217,12 @@ class LogSegment:
             self.time_index.maybe_append(self.max_timestamp, self.offset_of_max_timestamp - self.base_offset)
         self.offset_index.write_pending()
         self.time_index.write_pending()
-        os.fsync(self.fd)
-        self.offset_index.flush()
-        self.time_index.flush()
+        if sync:
+            os.fsync(self.fd)
+            self.offset_index.flush()
+            self.time_index.flush()
         self.offset_index.close()
         self.time_index.close()
-
-    def flush(self) -> None:
-        """fdatasync the .log (indexes are rebuilt after a crash, so they are not synced here)."""
-        _fdatasync(self.fd)
 
     def close(self) -> None:
         try:

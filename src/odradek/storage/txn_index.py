@@ -15,6 +15,7 @@ from bisect import bisect_left
 from pathlib import Path
 from typing import Iterable, NamedTuple
 
+from .loader import fsync_path
 from .segment import segment_file_name
 
 log = logging.getLogger(__name__)
@@ -65,7 +66,7 @@ class TransactionIndex:
         self._last_offsets: list[int] = []  # entries' last offsets, for bisect
         self._bases: set[int] = set()  # segments that have a file
 
-    def _path(self, base: int) -> Path:
+    def path(self, base: int) -> Path:
         return self.directory / segment_file_name(base, TXN_INDEX_SUFFIX)
 
     # -- load -------------------------------------------------------------------------------------------
@@ -83,7 +84,7 @@ class TransactionIndex:
             if base not in wanted:
                 (self.directory / name).unlink(missing_ok=True)
                 continue
-            kept, dropped = self._read(self._path(base), rebuild_from)
+            kept, dropped = self._read(self.path(base), rebuild_from)
             per_base[base] = kept
             if dropped:
                 dirty.add(base)
@@ -96,13 +97,13 @@ class TransactionIndex:
             dirty.add(base)
         for base in dirty:
             data = b"".join(self._encode(t) for t in per_base[base])
-            tmp = self._path(base).with_suffix(TXN_INDEX_SUFFIX + ".tmp")
+            tmp = self.path(base).with_suffix(TXN_INDEX_SUFFIX + ".tmp")
             tmp.write_bytes(data)
-            os.replace(tmp, self._path(base))
+            os.replace(tmp, self.path(base))
         entries = sorted((t for ts in per_base.values() for t in ts), key=lambda t: t.last_offset)
         self.entries = entries
         self._last_offsets = [t.last_offset for t in entries]
-        self._bases = {b for b, ts in per_base.items() if ts or self._path(b).exists()}
+        self._bases = {b for b, ts in per_base.items() if ts or self.path(b).exists()}
 
     def _read(self, path: Path, below: int) -> tuple[list[AbortedTxn], bool]:
         try:
@@ -129,7 +130,7 @@ class TransactionIndex:
 
     def append(self, segment_base: int, txn: AbortedTxn) -> None:
         """Record an abort whose marker is in the segment starting at ``segment_base`` (the active one)."""
-        fd = os.open(self._path(segment_base), os.O_WRONLY | os.O_CREAT | os.O_APPEND | getattr(os, "O_CLOEXEC", 0),
+        fd = os.open(self.path(segment_base), os.O_WRONLY | os.O_CREAT | os.O_APPEND | getattr(os, "O_CLOEXEC", 0),
                      0o644)
         try:
             os.write(fd, self._encode(txn))
@@ -159,19 +160,12 @@ class TransactionIndex:
         """fsync the file of one segment (or of every segment)."""
         bases = self._bases if segment_base is None else {segment_base} & self._bases
         for base in bases:
-            try:
-                fd = os.open(self._path(base), os.O_RDONLY)
-            except FileNotFoundError:
-                continue
-            try:
-                os.fsync(fd)
-            finally:
-                os.close(fd)
+            fsync_path(self.path(base))
 
     def drop_segments_below(self, first_base: int) -> None:
         """Segments below ``first_base`` were deleted: delete their files and forget their entries."""
         for base in [b for b in self._bases if b < first_base]:
-            self._path(base).unlink(missing_ok=True)
+            self.path(base).unlink(missing_ok=True)
             self._bases.discard(base)
         keep = bisect_left(self._last_offsets, first_base)
         if keep:

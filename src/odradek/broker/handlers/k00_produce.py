@@ -7,8 +7,10 @@ costs one CRC pass. Versions 0-2 carry legacy MessageSets (magic 0/1): they are 
 batch first (records/legacy.py); from v3 only magic 2 is accepted (INVALID_RECORD otherwise).
 
 acks: 0 → no response at all; 1 and -1 → answered after the append (a single node is the whole ISR; the
-flush policy, `log.flush.interval.messages`/`.ms`, decides when the data is fsynced). Any other value →
-INVALID_REQUIRED_ACKS for every partition, nothing written.
+flush policy, `log.flush.interval.messages`/`.ms`, decides when the data is fsynced). When an append makes
+the policy flush, the answer waits for that fsync, which runs on the log flusher's thread while the loop
+serves other connections (the handler then returns a coroutine); a failed fsync → KAFKA_STORAGE_ERROR for
+that partition. Any other acks value → INVALID_REQUIRED_ACKS for every partition, nothing written.
 
 Idempotent producers (batches with a producer id, from InitProducerId): the partition's producer state
 (storage/producer_state.py) checks epoch and sequence of every batch, in order, before anything of the
@@ -30,14 +32,16 @@ Gaps: the partition does not ask the coordinator whether it is in the producer's
 verification).
 """
 
+import asyncio
 import logging
+from concurrent.futures import Future
 
 from odradek.broker.core import LEADER_EPOCH, RequestContext, now_ms
 from odradek.broker.registry import handler
 from odradek.protocol.api_keys import ApiKey
 from odradek.protocol.errors import ErrorCode
 from odradek.records import legacy
-from odradek.records.batch import InvalidRecordError, patch_leader_epoch, set_log_append_time
+from odradek.records.batch import BatchHeader, InvalidRecordError, patch_leader_epoch, set_log_append_time
 from odradek.records.codec import validate_produced
 from odradek.storage.producer_state import (
     InvalidProducerEpochError,
@@ -56,10 +60,19 @@ _PRODUCER_ERRORS = {
 }
 
 
+Checked = tuple[bytearray, list[tuple[int, BatchHeader]]] | InvalidRecordError
+
+
 @handler(ApiKey.PRODUCE, 0, 11)
-def produce(ctx: RequestContext, request: dict) -> dict | None:
+def produce(ctx: RequestContext, request: dict):
+    return _produce(ctx, request, {})
+
+
+def _produce(ctx: RequestContext, request: dict, checked: dict[tuple[str, int], Checked]):
+    """The response body (None for acks=0), or a coroutine giving it once the flushes it needs are done."""
     acks = request["acks"]
     responses = []
+    flushes: list[tuple[dict, Future]] = []
     for topic in request["topic_data"]:
         name = topic["name"]
         partitions = []
@@ -67,12 +80,28 @@ def produce(ctx: RequestContext, request: dict) -> dict | None:
             if acks not in (0, 1, -1):
                 result = _result(part["index"], ErrorCode.INVALID_REQUIRED_ACKS)
             else:
-                result = _append(ctx, name, part["index"], part["records"])
+                result = _append(ctx, name, part["index"], part["records"], flushes,
+                                 checked.get((name, part["index"])))
             partitions.append(result)
         responses.append({"name": name, "partition_responses": partitions})
     if acks == 0:
         return None
-    return {"responses": responses, "throttle_time_ms": 0}
+    body = {"responses": responses, "throttle_time_ms": 0}
+    return _after_flushes(body, flushes) if flushes else body
+
+
+async def _after_flushes(body: dict, flushes: list[tuple[dict, Future]]) -> dict:
+    for result, flush in flushes:
+        try:
+            await asyncio.wrap_future(flush)
+        except OSError as exc:
+            _flush_failed(result, exc)
+    return body
+
+
+def _flush_failed(result: dict, exc: BaseException) -> None:
+    result.update(error_code=ErrorCode.KAFKA_STORAGE_ERROR, error_message=f"fsync failed: {exc}", base_offset=-1,
+                  log_append_time_ms=-1)
 
 
 def _result(index: int, error: int, message: str | None = None, base_offset: int = -1,
@@ -88,29 +117,50 @@ def _result(index: int, error: int, message: str | None = None, base_offset: int
     }
 
 
-def _append(ctx: RequestContext, topic_name: str, index: int, records) -> dict:
+def _max_batch_bytes(ctx: RequestContext, topic_name: str, index: int) -> int | None:
+    """The topic's max.message.bytes, or None when the partition does not exist."""
     broker = ctx.broker
-    partition_log = broker.partition_log(topic_name, index)
-    if partition_log is None:
-        return _result(index, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
-    topic = broker.topics.get(topic_name)
-    configs = broker.effective_configs(topic)
-    max_bytes = int(configs["max.message.bytes"])
-    if not records:
-        return _result(index, ErrorCode.CORRUPT_MESSAGE, "empty record set")
+    if broker.partition_log(topic_name, index) is None:
+        return None
+    return int(broker.effective_configs(broker.topics.get(topic_name))["max.message.bytes"])
+
+
+def _check_or_error(records: bytes, api_version: int, max_bytes: int) -> Checked:
+    """The record set as a v2 buffer with its validated batches, or the error that refuses it.
+
+    Touches no broker state, so it may run on a worker thread."""
     try:
         magic = legacy.detect_magic(records)
         if magic == 2:
             buf = bytearray(records)
-        elif ctx.api_version >= 3:
-            raise InvalidRecordError(ErrorCode.INVALID_RECORD, f"Produce v{ctx.api_version} requires magic 2, got {magic}")
+        elif api_version >= 3:
+            raise InvalidRecordError(ErrorCode.INVALID_RECORD, f"Produce v{api_version} requires magic 2, got {magic}")
         else:
             buf = legacy.upconvert(records, now_ms=now_ms())
         batches = validate_produced(buf, max_bytes)
         if any(header.is_control for _, header in batches):
             raise InvalidRecordError(ErrorCode.INVALID_RECORD, "control batches may not be produced")
     except InvalidRecordError as exc:
-        return _result(index, exc.error_code, str(exc))
+        return exc
+    return buf, batches
+
+
+def _append(ctx: RequestContext, topic_name: str, index: int, records, flushes: list[tuple[dict, Future]],
+            checked: Checked | None = None) -> dict:
+    """Append one partition's record set (``checked``: already checked off the loop); its result, with the
+    flush it must wait for added to ``flushes``."""
+    broker = ctx.broker
+    partition_log = broker.partition_log(topic_name, index)
+    if partition_log is None:
+        return _result(index, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+    configs = broker.effective_configs(broker.topics.get(topic_name))
+    if not records:
+        return _result(index, ErrorCode.CORRUPT_MESSAGE, "empty record set")
+    if checked is None:
+        checked = _check_or_error(records, ctx.api_version, int(configs["max.message.bytes"]))
+    if isinstance(checked, InvalidRecordError):
+        return _result(index, checked.error_code, str(checked))
+    buf, batches = checked
     append_time = -1
     log_append = configs["message.timestamp.type"] == "LogAppendTime"
     if log_append:
@@ -132,4 +182,11 @@ def _append(ctx: RequestContext, topic_name: str, index: int, records) -> dict:
         dup_time = appended.first_batch_max_timestamp if log_append else -1
         return _result(index, ErrorCode.NONE, None, appended.base_offset, dup_time, partition_log.log_start_offset)
     broker.notify_append(topic_name, index)
-    return _result(index, ErrorCode.NONE, None, appended.base_offset, append_time, partition_log.log_start_offset)
+    result = _result(index, ErrorCode.NONE, None, appended.base_offset, append_time, partition_log.log_start_offset)
+    flush = appended.durable
+    if flush is not None:
+        if not flush.done():
+            flushes.append((result, flush))
+        elif flush.exception() is not None:
+            _flush_failed(result, flush.exception())
+    return result
