@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+from concurrent.futures import Future
 
 import pytest
 
@@ -12,6 +13,7 @@ from odradek.coordinator.offset_manager import OffsetManager
 from odradek.coordinator.offsets import OffsetStore
 from odradek.coordinator.timers import FakeScheduler
 from odradek.protocol.errors import ErrorCode as EC
+from odradek.storage.flusher import completed_future
 
 SESSION = 10_000
 REBALANCE = 30_000
@@ -22,8 +24,18 @@ class Harness:
         self.clock = FakeScheduler()
         self.written: list[tuple[str, list]] = []
         self.groups = GroupCoordinator(GroupConfig(**config), self.clock, lambda g, r: self.written.append((g, r)))
-        self.offsets = OffsetManager(self.groups, OffsetStore(), lambda g, r: self.written.append((g, r)),
+        self.offsets = OffsetManager(self.groups, OffsetStore(), self._persist,
                                      lambda t, p: t == "t" and 0 <= p < 4, 100, 60_000)
+
+    def _persist(self, group_id: str, records: list) -> Future:
+        self.written.append((group_id, records))
+        return completed_future()
+
+    def commit(self, *args) -> dict:
+        """OffsetManager.commit's error codes; what it accepted has a durable future (done here at once)."""
+        errors, durable = self.offsets.commit(*args)
+        assert durable is None or durable.done()
+        return errors
 
     def join(self, member_id: str = "", group: str = "g", protocols=(("range", b"m"),), instance=None,
              session: int = SESSION, client: str = "c"):
@@ -174,7 +186,7 @@ def test_sync_errors_and_follower_waits_for_leader():
     wait = h.groups.sync("g", 1, follower["member_id"], None, "consumer", "range", [])
     assert not wait.done()
     # a commit during CompletingRebalance is refused
-    errs = h.offsets.commit("g", 1, follower["member_id"], None, -1, [("t", [(0, 5, -1, None, -1)])])
+    errs = h.commit("g", 1, follower["member_id"], None, -1, [("t", [(0, 5, -1, None, -1)])])
     assert errs == {("t", 0): EC.REBALANCE_IN_PROGRESS}
     h.groups.sync("g", 1, leader["member_id"], None, None, None, [(follower["member_id"], b"F")])
     assert wait.result()["assignment"] == b"F"
@@ -239,18 +251,18 @@ def test_static_member_with_new_metadata_triggers_rebalance():
 def test_offset_commit_validation():
     h = Harness()
     # simple commit to an unknown group
-    assert h.offsets.commit("s", -1, "", None, -1, [("t", [(0, 5, -1, "x", -1)])]) == {("t", 0): 0}
+    assert h.commit("s", -1, "", None, -1, [("t", [(0, 5, -1, "x", -1)])]) == {("t", 0): 0}
     assert h.offsets.fetch("s", [("t", [0, 1])])[0][1][0][1].offset == 5
     assert h.offsets.fetch("s", [("t", [0, 1])])[0][1][1][1] is None
-    assert h.offsets.commit("u", 3, "m", None, -1, [("t", [(0, 5, -1, None, -1)])]) == {("t", 0): EC.ILLEGAL_GENERATION}
+    assert h.commit("u", 3, "m", None, -1, [("t", [(0, 5, -1, None, -1)])]) == {("t", 0): EC.ILLEGAL_GENERATION}
     a, b = stable_group(h, 2)
-    ok = h.offsets.commit("g", 1, a, None, -1, [("t", [(0, 7, 3, "meta", -1), (9, 1, -1, None, -1)]),
+    ok = h.commit("g", 1, a, None, -1, [("t", [(0, 7, 3, "meta", -1), (9, 1, -1, None, -1)]),
                                              ("nope", [(0, 1, -1, None, -1)])])
     assert ok == {("t", 0): 0, ("t", 9): EC.UNKNOWN_TOPIC_OR_PARTITION, ("nope", 0): EC.UNKNOWN_TOPIC_OR_PARTITION}
-    assert h.offsets.commit("g", 2, a, None, -1, [("t", [(0, 1, -1, None, -1)])]) == {("t", 0): EC.ILLEGAL_GENERATION}
-    assert h.offsets.commit("g", 1, "x", None, -1, [("t", [(0, 1, -1, None, -1)])]) == {("t", 0): EC.UNKNOWN_MEMBER_ID}
-    assert h.offsets.commit("g", -1, "", None, -1, [("t", [(0, 1, -1, None, -1)])]) == {("t", 0): EC.UNKNOWN_MEMBER_ID}
-    assert h.offsets.commit("g", 1, a, None, -1, [("t", [(1, 1, -1, "x" * 101, -1)])]) == \
+    assert h.commit("g", 2, a, None, -1, [("t", [(0, 1, -1, None, -1)])]) == {("t", 0): EC.ILLEGAL_GENERATION}
+    assert h.commit("g", 1, "x", None, -1, [("t", [(0, 1, -1, None, -1)])]) == {("t", 0): EC.UNKNOWN_MEMBER_ID}
+    assert h.commit("g", -1, "", None, -1, [("t", [(0, 1, -1, None, -1)])]) == {("t", 0): EC.UNKNOWN_MEMBER_ID}
+    assert h.commit("g", 1, a, None, -1, [("t", [(1, 1, -1, "x" * 101, -1)])]) == \
         {("t", 1): EC.OFFSET_METADATA_TOO_LARGE}
     (topic, parts), = h.offsets.fetch("g", None)
     assert topic == "t" and [(p, v.offset, v.leader_epoch, v.metadata) for p, v in parts] == [(0, 7, 3, "meta")]
@@ -260,7 +272,7 @@ def test_offset_commit_validation():
 def test_delete_groups_and_offsets():
     h = Harness()
     a, = stable_group(h, 1)
-    h.offsets.commit("g", 1, a, None, -1, [("t", [(0, 1, -1, None, -1), (1, 2, -1, None, -1)])])
+    h.commit("g", 1, a, None, -1, [("t", [(0, 1, -1, None, -1), (1, 2, -1, None, -1)])])
     assert h.offsets.delete_groups(["g", "missing"]) == [("g", EC.NON_EMPTY_GROUP), ("missing", EC.GROUP_ID_NOT_FOUND)]
     assert h.offsets.delete_offsets("missing", [("t", [0])])[0] == EC.GROUP_ID_NOT_FOUND
     h.group().members[a].protocols = [("range", b"\x00\x00" + b"\x00\x00\x00\x01" + b"\x00\x01t" + b"\xff\xff\xff\xff")]
@@ -278,9 +290,9 @@ def test_delete_groups_and_offsets():
 def test_offsets_expire_only_once_group_is_empty():
     h = Harness()
     a, = stable_group(h, 1)
-    h.offsets.commit("g", 1, a, None, -1, [("t", [(0, 1, -1, None, -1)])])
-    h.offsets.commit("s", -1, "", None, -1, [("t", [(0, 1, -1, None, -1)])])
-    h.offsets.commit("r", -1, "", None, 1000, [("t", [(0, 1, -1, None, -1)])])  # explicit retention (v2-4)
+    h.commit("g", 1, a, None, -1, [("t", [(0, 1, -1, None, -1)])])
+    h.commit("s", -1, "", None, -1, [("t", [(0, 1, -1, None, -1)])])
+    h.commit("r", -1, "", None, 1000, [("t", [(0, 1, -1, None, -1)])])  # explicit retention (v2-4)
     for _ in range(7):
         h.clock.advance(SESSION - 1)
         h.groups.heartbeat("g", 1, a, None)
@@ -346,6 +358,28 @@ def test_replay_and_snapshot_bound_the_log(tmp_path):
     assert live == {("offset", "grp", "t", 0): 297, ("offset", "grp", "t", 1): 298}
     for plog in logs.values():
         plog.close()
+
+
+def test_an_append_is_visible_at_once_and_durable_when_the_flusher_has_run(tmp_path):
+    import threading
+
+    from odradek.coordinator.persistence import OffsetsTopicLog, OffsetValue, encode_offset_value, offset_key
+    from odradek.storage.config import LogConfig
+    from odradek.storage.flusher import LogFlusher
+    from odradek.storage.log import PartitionLog
+
+    flusher = LogFlusher()
+    release = threading.Event()
+    flusher.submit(lambda: release.wait(10))  # the disk is "slow" until released
+    plog = PartitionLog.open(tmp_path / "__consumer_offsets-0", LogConfig(), flusher=flusher)
+    w = OffsetsTopicLog(1, {0: plog}.get, lambda: 1)
+    durable = w.append("grp", [(offset_key("grp", "t", 0), encode_offset_value(OffsetValue(5)))])
+    assert plog.log_end_offset == 1 and not durable.done()
+    release.set()
+    durable.result(10)
+    assert w.append("grp", []).done()
+    plog.close()
+    flusher.close()
 
 
 @pytest.mark.parametrize("dummy", [0])

@@ -10,8 +10,9 @@ Commit validation follows Kafka's classic coordinator:
   counts as a heartbeat;
 * per partition: UNKNOWN_TOPIC_OR_PARTITION, OFFSET_METADATA_TOO_LARGE (`offset.metadata.max.bytes`).
 
-Accepted commits are written to `__consumer_offsets` (fsynced) before they enter the in-memory store and
-before the response is sent.
+Accepted commits are appended to `__consumer_offsets` before they enter the in-memory store; `commit` also
+returns the future of their fsync, which runs on the log flusher, and OffsetCommit answers when it is done.
+Deletions (OffsetDelete, DeleteGroups, expiry) wait for their tombstones to be on disk before returning.
 
 Not thread-safe; owned by the event loop.
 """
@@ -19,6 +20,7 @@ Not thread-safe; owned by the event loop.
 from __future__ import annotations
 
 import logging
+from concurrent.futures import Future
 from typing import Callable
 
 from odradek.coordinator.group import Group, GroupState
@@ -36,7 +38,7 @@ CommitPartition = tuple[int, int, int, str | None, int]
 
 class OffsetManager:
     def __init__(self, groups: GroupCoordinator, store: OffsetStore,
-                 persist: Callable[[str, list[tuple[bytes, bytes | None]]], None],
+                 persist: Callable[[str, list[tuple[bytes, bytes | None]]], Future],
                  partition_exists: Callable[[str, int], bool], metadata_max_bytes: int, retention_ms: int) -> None:
         self.groups = groups
         self.store = store
@@ -69,14 +71,14 @@ class OffsetManager:
         return 0
 
     def commit(self, group_id: str, generation: int, member_id: str, instance: str | None, retention_ms: int,
-               topics: list[tuple[str, list[CommitPartition]]]) -> dict[tuple[str, int], int]:
-        """Returns an error code per (topic, partition)."""
+               topics: list[tuple[str, list[CommitPartition]]]) -> tuple[dict[tuple[str, int], int], Future | None]:
+        """An error code per (topic, partition), and the fsync of the accepted offsets (None if none)."""
         keys = [(t, p[0]) for t, parts in topics for p in parts]
         if not group_id:
-            return {k: ErrorCode.INVALID_GROUP_ID for k in keys}
+            return {k: ErrorCode.INVALID_GROUP_ID for k in keys}, None
         error = self._check_member(group_id, generation, member_id, instance)
         if error:
-            return {k: error for k in keys}
+            return {k: error for k in keys}, None
         now = self._now()
         result: dict[tuple[str, int], int] = {}
         accepted: list[tuple[tuple[str, int], OffsetValue]] = []
@@ -93,19 +95,20 @@ class OffsetManager:
                     expire = ts + retention_ms if retention_ms >= 0 else -1
                     accepted.append((tp, OffsetValue(offset, epoch, metadata, ts, expire)))
                     result[tp] = 0
-        if accepted:
-            records = [(offset_key(group_id, t, p), encode_offset_value(v)) for (t, p), v in accepted]
-            try:
-                self._persist(group_id, records)
-            except Exception:
-                log.exception("cannot persist offsets of group %s", group_id)
-                for tp, _ in accepted:
-                    result[tp] = ErrorCode.COORDINATOR_NOT_AVAILABLE
-                return result
-            self.groups.get_or_create(group_id)
-            for tp, v in accepted:
-                self.store.put(group_id, tp, v)
-        return result
+        if not accepted:
+            return result, None
+        records = [(offset_key(group_id, t, p), encode_offset_value(v)) for (t, p), v in accepted]
+        try:
+            durable = self._persist(group_id, records)
+        except Exception:
+            log.exception("cannot persist offsets of group %s", group_id)
+            for tp, _ in accepted:
+                result[tp] = ErrorCode.COORDINATOR_NOT_AVAILABLE
+            return result, None
+        self.groups.get_or_create(group_id)
+        for tp, v in accepted:
+            self.store.put(group_id, tp, v)
+        return result, durable
 
     # ----------------------------------------------------------------------------------------- fetch
 
@@ -144,7 +147,7 @@ class OffsetManager:
                     if self.store.get(group_id, (topic, p)) is not None:
                         doomed.append((topic, p))
         if doomed:
-            self._persist(group_id, [(offset_key(group_id, t, p), None) for t, p in doomed])
+            self._persist(group_id, [(offset_key(group_id, t, p), None) for t, p in doomed]).result()
             for tp in doomed:
                 self.store.delete(group_id, tp)
         return 0, result
@@ -169,7 +172,7 @@ class OffsetManager:
         tombstones: list[tuple[bytes, bytes | None]] = [
             (offset_key(gid, t, p), None) for t, p in self.store.partitions(gid)]
         tombstones.append((group_key(gid), None))
-        self._persist(gid, tombstones)
+        self._persist(gid, tombstones).result()
         self.store.delete_group(gid)
         group.transition(E.DEAD, self._now())
         if self.groups.groups.get(gid) is group:
@@ -186,7 +189,7 @@ class OffsetManager:
                 continue
             expired = self.store.expired(gid, now, self.retention_ms, group.state_timestamp_ms)
             if expired:
-                self._persist(gid, [(offset_key(gid, t, p), None) for t, p in expired])
+                self._persist(gid, [(offset_key(gid, t, p), None) for t, p in expired]).result()
                 for tp in expired:
                     self.store.delete(gid, tp)
                 removed += len(expired)

@@ -29,11 +29,13 @@ Not thread-safe; owned by the event loop.
 from __future__ import annotations
 
 import struct
+from concurrent.futures import Future
 from dataclasses import dataclass, field
 from typing import Callable, Iterator
 
 from odradek.records.batch import validate_v2
 from odradek.records.codec import build_batch, decode_batch
+from odradek.storage.flusher import completed_future
 from odradek.storage.log import PartitionLog
 
 OFFSETS_TOPIC = "__consumer_offsets"
@@ -248,8 +250,11 @@ def decode_key(raw: bytes) -> Key | None:
 class OffsetsTopicLog:
     """Appends group/offset records to `__consumer_offsets` and replays them at start.
 
-    Every `write` is one v2 batch (``records.codec.build_batch``) appended to the group's partition and
-    fsynced before it returns, so a caller that acknowledges afterwards never loses an acknowledged commit.
+    Every `append` is one v2 batch (``records.codec.build_batch``) appended to the group's partition; the
+    fsync is queued on the log flusher and `append` returns its future, so a caller acknowledges once it is
+    done and never loses an acknowledged commit, while the event loop goes on serving. `write` is the same
+    but returns only when the records are on disk, for callers whose next step needs that (state machines
+    of the group and transaction coordinators).
 
     Replay cost is bounded by snapshots: `maybe_compact` rewrites the live keys of a partition (the last
     value of every key, tombstones dropped) as fresh batches at the end of the log, fsyncs them, and then
@@ -273,11 +278,16 @@ class OffsetsTopicLog:
         return partition_for(group_id, self.partitions)
 
     def write(self, group_id: str, records: list[tuple[bytes, bytes | None]]) -> None:
-        """Append ``(key, value)`` records (value None = tombstone) for one group; fsync before returning."""
+        """``append``, and return once the records are on disk."""
+        self.append(group_id, records).result()
+
+    def append(self, group_id: str, records: list[tuple[bytes, bytes | None]]) -> Future:
+        """Append ``(key, value)`` records (value None = tombstone) for one group; the future completes when
+        they are on disk. Raises if the append itself fails."""
         if not records:
-            return
+            return completed_future()
         partition = self.partition_for(group_id)
-        self._append(partition, records)
+        durable = self._append(partition, records)
         live = self._live.setdefault(partition, {})
         for key, value in records:
             if value is None:
@@ -285,19 +295,18 @@ class OffsetsTopicLog:
             else:
                 live[key] = value
         self._appended[partition] = self._appended.get(partition, 0) + len(records)
+        return durable
 
-    def _append(self, partition: int, records: list[tuple[bytes, bytes | None]]) -> int:
+    def _append(self, partition: int, records: list[tuple[bytes, bytes | None]]) -> Future:
         plog = self._get_log(partition)
         if plog is None:
             raise RuntimeError(f"{OFFSETS_TOPIC}-{partition} does not exist")
         now = self._clock_ms()
-        first = plog.log_end_offset
         for i in range(0, len(records), MAX_RECORDS_PER_BATCH):
             chunk = records[i:i + MAX_RECORDS_PER_BATCH]
             buf = bytearray(build_batch([(k, v, (), now) for k, v in chunk]))
             plog.append(buf, validate_v2(buf))
-        plog.flush()
-        return first
+        return plog.request_flush()
 
     def replay(self) -> Iterator[tuple[bytes, bytes | None]]:
         """Every record of every partition in log order (keys and values as stored)."""
@@ -342,10 +351,9 @@ class OffsetsTopicLog:
             plog = self._get_log(partition)
             if plog is None:
                 continue
+            start = plog.log_end_offset
             if live:
-                start = self._append(partition, list(live.items()))
-            else:
-                start = plog.log_end_offset
+                self._append(partition, list(live.items())).result()  # the snapshot is on disk before the move
             plog.delete_records_before(start)
             self._appended[partition] = len(live)
             done += 1

@@ -57,7 +57,7 @@ class Coordinator:
             max_size=config.int("group.max.size"),
         )
         self.groups = GroupCoordinator(group_config, self.scheduler, self.log.write)
-        self.offsets = OffsetManager(self.groups, self.store, self.log.write, partition_exists,
+        self.offsets = OffsetManager(self.groups, self.store, self.log.append, partition_exists,
                                      config.int("offset.metadata.max.bytes"),
                                      config.int("offsets.retention.minutes") * 60_000)
         self.check_interval_ms = config.int("offsets.retention.check.interval.ms")

@@ -4,20 +4,25 @@ Commits are validated against the group (see `coordinator.offset_manager`): gene
 member id is a "simple" commit, allowed for an unknown or Empty group; otherwise ILLEGAL_GENERATION,
 UNKNOWN_MEMBER_ID, REBALANCE_IN_PROGRESS (CompletingRebalance), FENCED_INSTANCE_ID (v7+). Per partition:
 UNKNOWN_TOPIC_OR_PARTITION, OFFSET_METADATA_TOO_LARGE (`offset.metadata.max.bytes`). Accepted offsets
-are appended to `__consumer_offsets` and fsynced before the reply.
+are appended to `__consumer_offsets` and the reply waits for their fsync, which runs on the log flusher's
+thread (the handler then returns a coroutine); a failed fsync → COORDINATOR_NOT_AVAILABLE for them.
 v0 has no generation/member; v1 carries a per-partition commit timestamp; v2-4 a retention time (the
 offset then expires at commit time + retention, as in Kafka); v6+ the leader epoch, returned by
 OffsetFetch.
 Gaps: v10+ (topic ids) not advertised.
 """
 
+import asyncio
+from concurrent.futures import Future
+
 from odradek.broker.core import RequestContext
 from odradek.broker.registry import handler
 from odradek.protocol.api_keys import ApiKey
+from odradek.protocol.errors import ErrorCode
 
 
 @handler(ApiKey.OFFSET_COMMIT, 0, 9)
-def offset_commit(ctx: RequestContext, request: dict) -> dict:
+def offset_commit(ctx: RequestContext, request: dict):
     version = ctx.api_version
     topics = []
     for t in request["topics"]:
@@ -25,12 +30,34 @@ def offset_commit(ctx: RequestContext, request: dict) -> dict:
                   p["committed_metadata"], p["commit_timestamp"] if version == 1 else -1) for p in t["partitions"]]
         topics.append((t["name"], parts))
     retention = request["retention_time_ms"] if 2 <= version <= 4 else -1
-    errors = ctx.broker.coordinator.offsets.commit(
+    errors, durable = ctx.broker.coordinator.offsets.commit(
         request["group_id"], request["generation_id_or_member_epoch"] if version >= 1 else -1,
         request["member_id"] if version >= 1 else "", request["group_instance_id"] if version >= 7 else None,
         retention, topics)
-    return {
+    body = {
         "throttle_time_ms": 0,
         "topics": [{"name": name, "partitions": [{"partition_index": p[0], "error_code": errors[(name, p[0])]}
                                                 for p in parts]} for name, parts in topics],
     }
+    if durable is None:
+        return body
+    if durable.done():
+        return _after_fsync(body, durable.exception())
+    return _when_durable(body, durable)
+
+
+async def _when_durable(body: dict, durable: Future) -> dict:
+    try:
+        await asyncio.wrap_future(durable)
+    except OSError as exc:
+        return _after_fsync(body, exc)
+    return body
+
+
+def _after_fsync(body: dict, error: BaseException | None) -> dict:
+    if error is not None:  # every accepted partition (error 0) was in the failed write
+        for topic in body["topics"]:
+            for part in topic["partitions"]:
+                if part["error_code"] == ErrorCode.NONE:
+                    part["error_code"] = ErrorCode.COORDINATOR_NOT_AVAILABLE
+    return body
