@@ -310,23 +310,6 @@ def test_a_roll_leaves_the_disk_work_to_the_flusher(pdir: Path) -> None:
     flusher.close()
 
 
-def test_unclean_open_recovers_every_segment_from_the_recovery_point(pdir: Path) -> None:
-    plog, _ = fill(pdir, n=12, segment_bytes=300)
-    bases_before = plog.segment_base_offsets
-    assert len(bases_before) >= 4
-    crash(plog)
-    # The roll job after segment 1 never ran, and the machine lost the last bytes of segment 1. Its index
-    # still looks sane, so only the recovery point tells the loader not to trust it.
-    RecoveryPointCheckpoint.write(pdir, bases_before[1])
-    second = pdir / f"{bases_before[1]:020d}.log"
-    os.truncate(second, second.stat().st_size - 5)
-    plog = open_log(pdir, segment_bytes=300)
-    assert plog.segment_base_offsets == bases_before[:2]
-    assert plog.log_end_offset < bases_before[2]
-    validate_v2(plog.read(0, 1 << 20))
-    plog.close()
-
-
 # -- timestamps -------------------------------------------------------------------------------------------
 
 
@@ -526,14 +509,20 @@ def test_zero_length_and_missing_segments(pdir: Path) -> None:
     plog.close()
 
 
-def test_only_the_last_segment_is_scanned_and_a_damaged_sealed_one_drops_the_rest(pdir: Path) -> None:
+@pytest.mark.parametrize("why_scanned", ["index lost", "before the recovery point"])
+def test_a_sealed_segment_found_torn_drops_the_segments_after_it(pdir: Path, why_scanned: str) -> None:
     plog, _ = fill(pdir, n=12, segment_bytes=300)
     bases_before = plog.segment_base_offsets
-    assert len(bases_before) >= 3
+    assert len(bases_before) >= 4
     crash(plog)
+    if why_scanned == "index lost":
+        (pdir / f"{bases_before[1]:020d}.index").unlink()
+    else:
+        # The roll job after segment 1 never ran. Its index still looks sane, so only the recovery point
+        # tells the loader not to trust it.
+        RecoveryPointCheckpoint.write(pdir, bases_before[1])
     second = pdir / f"{bases_before[1]:020d}.log"
-    (pdir / f"{bases_before[1]:020d}.index").unlink()
-    os.truncate(second, second.stat().st_size - 5)
+    os.truncate(second, second.stat().st_size - 5)  # the machine lost the last bytes of segment 1
     plog = open_log(pdir, segment_bytes=300)
     assert plog.segment_base_offsets == bases_before[:2]
     assert plog.log_end_offset < bases_before[2]
