@@ -186,14 +186,22 @@ def _api_versions(port: int, timeout: float) -> bool:
         return True
 
 
+def odradek_command(port: int, data_dir: str) -> list[str]:
+    """argv of odradek on the disk log in `data_dir`, listening on 127.0.0.1:`port`."""
+    return [sys.executable, "-m", "odradek", "serve", "--listen", f"127.0.0.1:{port}", "--data-dir", data_dir,
+            "--log-level", "WARNING"]
+
+
 class BrokerSpec:
-    """How to start one broker configuration. `command(port, data_dir)` returns the argv."""
+    """How to start one broker configuration. `command(port, data_dir)` returns the argv; `env` adds to (or
+    overrides) the inherited environment, e.g. PYTHONPATH to run another checkout's odradek."""
 
     def __init__(self, key: str, title: str, storage: str, command, data_parent: str | None = None,
-                 is_peer: bool = False, unavailable: str | None = None) -> None:
+                 is_peer: bool = False, unavailable: str | None = None, env: dict[str, str] | None = None) -> None:
         self.key, self.title, self.storage = key, title, storage
         self.command, self.data_parent = command, data_parent
         self.is_peer, self.unavailable = is_peer, unavailable
+        self.env = env or {}
 
 
 class BrokerProcess:
@@ -206,6 +214,7 @@ class BrokerProcess:
         argv = spec.command(self.port, os.path.join(self.tmp, "data"))
         env = {k: v for k, v in os.environ.items()
                if k not in ("LISTENER_URL", "ADVERTISED_LISTENER_URL", "STORAGE_ENGINE", "CLUSTER_ID")}
+        env.update(spec.env)
         self.accept_s = self.api_s = None
         t0 = time.perf_counter()
         self.proc = subprocess.Popen(argv, cwd=self.tmp, stdin=subprocess.DEVNULL, stdout=self.log,
@@ -279,22 +288,20 @@ def default_loop() -> str:
 
 
 def specs(peers: dict) -> list[BrokerSpec]:
-    odradek = lambda port, data: [sys.executable, "-m", "odradek", "serve", "--listen",  # noqa: E731
-                                  f"127.0.0.1:{port}", "--data-dir", data, "--log-level", "WARNING"]
     disk_parent = tempfile.gettempdir()
     shm = "/dev/shm" if os.path.isdir("/dev/shm") and os.access("/dev/shm", os.W_OK) else None
     out = [
         BrokerSpec("odradek-disk", "odradek (disk)",
                    f"segment files on {fs_type(disk_parent)} ({disk_parent}), default flush policy "
-                   f"(no fsync per write; fsync on segment roll), default event loop ({default_loop()})",
-                   odradek, disk_parent),
+                   f"(no fsync per write; rolled segments fsynced on the flusher thread), default event loop ({default_loop()})",
+                   odradek_command, disk_parent),
         BrokerSpec("odradek-shm", "odradek (tmpfs)",
                    "segment files on tmpfs (/dev/shm), default flush policy: memory speed, not durable",
-                   odradek, shm, unavailable=None if shm else "/dev/shm not writable"),
+                   odradek_command, shm, unavailable=None if shm else "/dev/shm not writable"),
         # The event-loop evaluation: the disk configuration on asyncio's own selector loop.
         BrokerSpec("odradek-asyncio", "odradek (disk, asyncio loop)",
                    "as odradek (disk), on asyncio's selector loop instead of uvloop",
-                   lambda port, data: odradek(port, data) + ["--event-loop", "asyncio"], disk_parent),
+                   lambda port, data: odradek_command(port, data) + ["--event-loop", "asyncio"], disk_parent),
     ]
     why = peers.get("error")
     tansu, noida = peers.get("tansu"), peers.get("noida")

@@ -106,10 +106,11 @@ class ClientLog(logging.Handler):
         return self.lines[0] + more
 
 
-def create_topic(bootstrap: str, name: str, partitions: int = 1) -> None:
+def create_topic(bootstrap: str, name: str, partitions: int = 1, config: dict[str, str] | None = None) -> None:
+    """Create topic `name`; `config` holds topic-level settings (e.g. segment.bytes)."""
     admin = AdminClient({"bootstrap.servers": bootstrap})
-    for future in admin.create_topics([NewTopic(name, num_partitions=partitions, replication_factor=1)],
-                                      operation_timeout=10).values():
+    topic = NewTopic(name, num_partitions=partitions, replication_factor=1, config=config or {})
+    for future in admin.create_topics([topic], operation_timeout=10).values():
         future.result(timeout=15)
 
 
