@@ -183,8 +183,10 @@ def test_snapshot_round_trip(tmp_path: Path) -> None:
     assert ProducerStateSnapshot.decode(data) == (123, entries)
     state = ProducerStateManager(tmp_path)
     state.producers = {e.producer_id: e for e in entries}
-    assert state.take_snapshot(123)
-    assert not state.take_snapshot(123)  # unchanged: not written again
+    snapshot = state.encode_snapshot(123)
+    assert snapshot is not None
+    state.write_snapshot(*snapshot)
+    assert state.encode_snapshot(123) is None  # unchanged: not written again
     fresh = ProducerStateManager(tmp_path)
     assert fresh.load_snapshot(200) == 123
     assert fresh.producers == state.producers
@@ -194,9 +196,9 @@ def test_snapshot_round_trip(tmp_path: Path) -> None:
 def test_damaged_snapshot_is_ignored_and_deleted(tmp_path: Path, damage: str) -> None:
     state = ProducerStateManager(tmp_path)
     state.producers = {1: ProducerStateEntry(1, 0, [BatchMetadata(0, 0, 0, TS)], TS)}
-    state.take_snapshot(5)
+    state.write_snapshot(*state.encode_snapshot(5))
     state.producers[1].add_batch(0, 1, 1, 0, TS)
-    state.take_snapshot(9)
+    state.write_snapshot(*state.encode_snapshot(9))
     path = tmp_path / snapshot_file_name(9)
     data = bytearray(path.read_bytes())
     if damage == "crc":
@@ -218,7 +220,7 @@ def test_only_the_newest_snapshots_are_kept(tmp_path: Path) -> None:
     state = ProducerStateManager(tmp_path)
     for offset in range(1, 7):
         state.producers[offset] = ProducerStateEntry(offset, 0, [], TS)
-        state.take_snapshot(offset * 10)
+        state.write_snapshot(*state.encode_snapshot(offset * 10))
     assert state.snapshot_offsets() == [40, 50, 60]
 
 

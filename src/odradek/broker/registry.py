@@ -7,8 +7,9 @@ a key twice raises at import, so two modules can never silently fight over an AP
 A handler is `fn(ctx: RequestContext, request: dict)` returning the response body (the codec fills omitted
 fields with their defaults), None for "send no response" (Produce with acks=0), or a coroutine that gives
 one of those: an `async def` handler always waits; a plain one returns a coroutine only when this request
-has to (Produce waiting for a flush), so the common case costs no task. Protocol-level failures belong in the response as Kafka error codes; an
-exception from a handler means the request was unserviceable and the connection is closed.
+has to (Produce or OffsetCommit waiting for an fsync), so the common case costs no task. Protocol-level
+failures belong in the response as Kafka error codes; an exception from a handler means the request was
+unserviceable and the connection is closed.
 """
 
 from __future__ import annotations

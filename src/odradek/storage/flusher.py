@@ -16,13 +16,10 @@ log without an event loop, where waiting is what they want.
 
 from __future__ import annotations
 
-import logging
 import queue
 import threading
 from concurrent.futures import Future
 from typing import Callable
-
-log = logging.getLogger(__name__)
 
 Job = Callable[[], None]
 

@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-import concurrent.futures
 import logging
 import os
 import shutil
 import time
 import uuid
 from bisect import bisect_right
-from concurrent.futures import Future
+from concurrent.futures import Future, wait
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
@@ -292,12 +291,7 @@ class PartitionLog:
         for path in paths:
             fsync_path(path)
         fsync_dir(self.directory)
-        if snapshot is not None:
-            try:
-                self.producer_state.write_snapshot(*snapshot)
-            except OSError as exc:  # costs only a longer replay at the next load
-                log.warning("%s: could not write a producer state snapshot at %d: %s", self.directory,
-                            snapshot[0], exc)
+        self._write_snapshot(snapshot)
         RecoveryPointCheckpoint.write(self.directory, new_base)
 
     def _submit(self, job: Callable[[], None]) -> Future:
@@ -502,12 +496,15 @@ class PartitionLog:
             return self._start_flush()
         return None
 
-    def _snapshot_producer_state(self) -> None:
-        """Snapshot the producer state at the log end; a failure only costs a longer replay at the next load."""
+    def _write_snapshot(self, snapshot: tuple[int, bytes] | None) -> None:
+        """Write an encoded producer state snapshot (None: nothing new); a failure only costs a longer replay
+        at the next load."""
+        if snapshot is None:
+            return
         try:
-            self.producer_state.take_snapshot(self._end)
+            self.producer_state.write_snapshot(*snapshot)
         except OSError as exc:
-            log.warning("%s: could not write a producer state snapshot at %d: %s", self.directory, self._end, exc)
+            log.warning("%s: could not write a producer state snapshot at %d: %s", self.directory, snapshot[0], exc)
 
     def remove_expired_producers(self, now_ms: int, expiration_ms: int) -> int:
         """Forget producer ids idle for ``expiration_ms`` (producer.id.expiration.ms)."""
@@ -528,13 +525,13 @@ class PartitionLog:
         if flush and self._last_job is not None:
             # A roll's job still running writes the snapshot and recovery point: let it finish first. Its
             # failure was logged and recorded by the job; the seal below syncs everything again anyway.
-            concurrent.futures.wait([self._last_job])
+            wait([self._last_job])
         self._closed = True
         try:
             if flush:
                 self._active.seal()
                 self.txn_index.sync()
-                self._snapshot_producer_state()
+                self._write_snapshot(self.producer_state.encode_snapshot(self._end))
         finally:
             for segment in self._segments:
                 segment.close()

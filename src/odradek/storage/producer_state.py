@@ -482,15 +482,6 @@ class ProducerStateManager:
             return []
         return sorted(o for o in map(parse_snapshot_file_name, names) if o is not None)
 
-    def take_snapshot(self, offset: int) -> bool:
-        """Write the state as of log end ``offset`` (unless that snapshot is already on disk and nothing
-        changed); keep only the newest ``SNAPSHOTS_KEPT``. Returns whether a file was written."""
-        snapshot = self.encode_snapshot(offset)
-        if snapshot is None:
-            return False
-        self.write_snapshot(*snapshot)
-        return True
-
     def encode_snapshot(self, offset: int) -> tuple[int, bytes] | None:
         """(offset, file content) of the state as of log end ``offset``, or None when that snapshot is
         already written and nothing changed. Counts it as written: the caller writes it (``write_snapshot``),

@@ -156,10 +156,9 @@ class TransactionIndex:
 
     # -- durability and retention -----------------------------------------------------------------------
 
-    def sync(self, segment_base: int | None = None) -> None:
-        """fsync the file of one segment (or of every segment)."""
-        bases = self._bases if segment_base is None else {segment_base} & self._bases
-        for base in bases:
+    def sync(self) -> None:
+        """fsync the file of every segment (a roll syncs its segment's own file through the log flusher)."""
+        for base in self._bases:
             fsync_path(self.path(base))
 
     def drop_segments_below(self, first_base: int) -> None:
