@@ -497,3 +497,70 @@ def test_slow_reader_does_not_stall_others(broker, topic_name):
         hog.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
         hog.close()
     assert_serving(broker, topic_name)
+
+
+def _pipelined_produces(topic: str, sizes: list[int], seed: int) -> tuple[bytes, list[list[bytes]]]:
+    """Produce v3 requests (correlation ids 0..), each with values of 1000 bytes filling about ``size`` bytes,
+    in batches under max.message.bytes; also each request's values."""
+    rng = random.Random(seed)
+    requests, batches = [], []
+    for cid, size in enumerate(sizes):
+        values = [rng.randbytes(1000) for _ in range(max(1, size // 1000))]
+        batches.append(values)
+        records = b"".join(record_batch(values[i:i + 500]) for i in range(0, len(values), 500))
+        requests.append(produce_request_v3(cid, topic, 0, records))
+    return b"".join(requests), batches
+
+
+@pytest.mark.timeout(90)
+def test_large_and_small_frames_in_odd_chunks(broker, topic_name):
+    """Frames above and below the size that gets a buffer of its own, pipelined and cut at random points
+    (in a size prefix, right after it, one byte short of a frame's end): every request is answered in order
+    and every record is stored as sent."""
+    roundtrip(broker.bootstrap, topic_name)  # offsets 0-2
+    sizes = [200, 20_000, 300_000, 1_000, 70_000, 5_000_000, 500, 16_000, 17_000, 2_000]
+    data, batches = _pipelined_produces(topic_name, sizes, seed=5)
+    rng = random.Random(6)
+    with connect(broker.bootstrap) as sock:
+        pos = 0
+        for _ in bounded(100_000, 30):
+            if pos >= len(data):
+                break
+            step = rng.choice([1, 3, 4, 5, 4093, 16_384, 65_536, 70_001, 1_000_000])
+            sock.sendall(data[pos:pos + step])
+            pos += step
+        assert pos >= len(data), "the request stream was not sent within the time bound"
+        offsets = []
+        for cid in range(len(sizes)):
+            got_cid, parts = parse_produce_response_v3(read_frame(sock, timeout=15))
+            assert got_cid == cid
+            assert parts[0][2] == 0, parts
+            offsets.append(parts[0][3])
+    expected_offsets, next_offset = [], 3
+    for values in batches:
+        expected_offsets.append(next_offset)
+        next_offset += len(values)
+    assert offsets == expected_offsets
+    assert all_values(broker.bootstrap, topic_name)[3:] == [v for values in batches for v in values]
+
+
+@pytest.mark.timeout(60)
+def test_announced_huge_frames_cost_what_was_sent(broker, topic_name):
+    """Connections that announce frames of nearly socket.request.max.bytes (100 MiB) and send a little of
+    each do not make the broker hold the announced sizes."""
+    before = rss_kib(broker.proc.pid)
+    socks = []
+    try:
+        for _ in range(8):
+            sock = connect(broker.bootstrap)
+            socks.append(sock)
+            sock.sendall(struct.pack(">i", 100_000_000) + request_header_v1(0, 3, 1) + b"\x00" * 100_000)
+        time.sleep(0.5)
+        assert_serving(broker, topic_name)
+        after = rss_kib(broker.proc.pid)
+        if before is not None and after is not None:
+            assert after - before < 200 * 1024, f"announced sizes held: RSS {before} KiB -> {after} KiB"
+    finally:
+        for sock in socks:
+            sock.close()
+    assert_serving(broker, topic_name)

@@ -64,7 +64,7 @@ _PRODUCER_ERRORS = {
 # the GIL) takes long enough that other connections would feel it, and the hand-off costs far less.
 CHECK_OFF_LOOP_MIN_BYTES = 64 * 1024
 
-Checked = tuple[bytearray, list[tuple[int, BatchHeader]]] | InvalidRecordError
+Checked = tuple[bytearray | memoryview, list[tuple[int, BatchHeader]]] | InvalidRecordError
 
 
 @handler(ApiKey.PRODUCE, 0, 11)
@@ -154,14 +154,16 @@ def _max_batch_bytes(ctx: RequestContext, topic_name: str, index: int) -> int | 
     return int(broker.effective_configs(broker.topics.get(topic_name))["max.message.bytes"])
 
 
-def _check_or_error(records: bytes, api_version: int, max_bytes: int) -> Checked:
-    """The record set as a v2 buffer with its validated batches, or the error that refuses it.
+def _check_or_error(records: bytes | memoryview, api_version: int, max_bytes: int) -> Checked:
+    """The record set as a v2 buffer with its validated batches, or the error that refuses it. The buffer
+    is ``records`` itself when that is writable (a view of the request's own frame: net/connection.py), so
+    the offsets are patched in place; otherwise a copy.
 
     Touches no broker state, so it may run on a worker thread."""
     try:
         magic = legacy.detect_magic(records)
         if magic == 2:
-            buf = bytearray(records)
+            buf = records if isinstance(records, memoryview) and not records.readonly else bytearray(records)
         elif api_version >= 3:
             raise InvalidRecordError(ErrorCode.INVALID_RECORD, f"Produce v{api_version} requires magic 2, got {magic}")
         else:
