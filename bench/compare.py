@@ -1,6 +1,6 @@
 """Side-by-side benchmark: odradek against peer Kafka-compatible brokers, one after the other in one run.
 
-Usage:  .venv/bin/python bench/compare.py [--quick] [--rounds N] [--only KEY,KEY] [--out-dir DIR]
+Usage:  .venv/bin/python bench/compare.py [--quick] [--rounds N] [--clients N] [--only KEY,KEY] [--out-dir DIR]
 
 Starts each broker configuration on a free loopback port (odradek on disk, odradek on tmpfs, Tansu,
 noida-db; see brokers.py), runs the same confluent-kafka workloads against it (see workloads.py), stops
@@ -8,6 +8,12 @@ it, and prints markdown tables with absolute figures, each odradek configuration
 and, for throughput, the fraction of the machine's loopback TCP bandwidth. The report also goes to
 bench/results/latest.md and the raw figures to bench/results/latest.json. A broker that cannot start, or
 a workload it does not support, is shown as n/a with the reason; nothing here raises past a workload.
+
+Each throughput row is run by two client processes at once (--clients N): one Python client keeps a core
+busy with its own loop, and with it alone the 100 B rows measured the client rather than the broker. With
+two, broker and clients together keep both cores of a 2-core machine busy, so a broker's CPU per record
+decides how fast the clients go. A produce row's clients each produce their records into the row's topic; a
+consume row's clients each read the whole topic (workloads.ClientPool).
 
 One throughput run varies by ±25% on a small machine, so the throughput rows are run in rounds (5, or 1
 with --quick): each round starts every broker afresh, in turn, starting the turn at a different broker
@@ -26,8 +32,7 @@ import time
 import uuid
 
 import brokers
-from workloads import (CpuMeter, consume, create_topic, group_first_record, latency, machine, produce, rates,
-                       size_label)
+from workloads import ClientPool, CpuMeter, create_topic, group_first_record, latency, machine, rates, size_label
 
 SIZES = (100, 1024)
 PARTITIONS = (1, 8)
@@ -35,10 +40,15 @@ ACKS = ("1", "all")
 LATENCY_RATE = 10_000
 
 
+DEFAULT_CLIENTS = 2
+
+
 class Config:
-    def __init__(self, quick: bool, rounds: int | None = None) -> None:
+    def __init__(self, quick: bool, rounds: int | None = None, clients: int = DEFAULT_CLIENTS) -> None:
         self.quick = quick
         self.rounds = max(1, rounds) if rounds else (1 if quick else 5)
+        self.clients = max(1, clients)
+        self.pool: ClientPool | None = None  # started by main() for a run, not for --from-json
         if quick:
             self.records = {100: 200_000, 1024: 60_000}
             self.cap_s, self.latency_s, self.warmup_s = 2.0, 3.0, 0.5
@@ -114,9 +124,10 @@ def guard(proc: brokers.BrokerProcess, run_deadline: float):
 
 
 def run_throughput(proc: brokers.BrokerProcess, cfg: Config, attempt, skip: set[str]) -> tuple[dict, int]:
-    """Every throughput workload not in `skip` against `proc`, each produce into a fresh topic and each
-    consume reading back what the acks=1 produce just wrote. Returns ({workload: result}, payload bytes
-    stored)."""
+    """Every throughput workload not in `skip` against `proc`, run by the run's client processes together:
+    in a produce row each client produces `cfg.records` records into one fresh topic, in a consume row each
+    client reads back everything the acks=1 produce just wrote (as consumers in separate groups would).
+    Returns ({workload: result}, payload bytes stored)."""
     run_id = uuid.uuid4().hex[:6]
     out: dict[str, dict] = {}
     stored = 0
@@ -131,9 +142,10 @@ def run_throughput(proc: brokers.BrokerProcess, cfg: Config, attempt, skip: set[
                 if made and "na" in made:
                     r = dict(made, na=f"create topic with {partitions} partitions: {made['na']}")
                 else:
-                    r = attempt(lambda: rates(produce(proc.bootstrap, topic, size, cfg.records[size],
-                                                      cfg.cap_s, acks, broker_pid=proc.pid), size))
-                r.setdefault("target", cfg.records[size])
+                    r = attempt(lambda: rates(cfg.pool.run(
+                        "produce", cfg.cap_s, proc.pid, bootstrap=proc.bootstrap, topic=topic, size=size,
+                        count=cfg.records[size], acks=acks), size))
+                r.setdefault("target", cfg.records[size] * cfg.clients)
                 out[key] = r
                 stored += r.get("records", 0) * size
                 log(f"  {key}: " + (r["na"] if "na" in r else f"{r['msgs_per_s']:,.0f} msg/s"))
@@ -144,8 +156,9 @@ def run_throughput(proc: brokers.BrokerProcess, cfg: Config, attempt, skip: set[
                 def read_back() -> dict:
                     if not has_rate(r):
                         return {"na": "nothing was produced to read"}
-                    return dict(rates(consume(proc.bootstrap, topic, size, r["records"], cfg.cap_s, partitions,
-                                              broker_pid=proc.pid), size), target=r["records"])
+                    return dict(rates(cfg.pool.run(
+                        "consume", cfg.cap_s, proc.pid, bootstrap=proc.bootstrap, topic=topic, size=size,
+                        count=r["records"], partitions=partitions), size), target=r["records"] * cfg.clients)
 
                 out[ckey] = c = attempt(read_back)
                 log(f"  {ckey}: " + (c["na"] if "na" in c else f"{c['msgs_per_s']:,.0f} msg/s"))
@@ -344,6 +357,12 @@ def render(info: dict, cfg: Config, results: list[dict], loop: dict, wall_s: flo
     if run.get("stopped_early"):
         rounds_text += f"; {run['requested']} rounds asked for, but {run['stopped_early']}"
     w(f"- throughput: {rounds_text}: {how}. Start-up, latency, consumer group and memory: round 1 only")
+    clients = (f"{cfg.clients} client processes run each row together, their clocks started at one barrier: "
+               "in a produce row each produces its own records into the row's topic, in a consume row each reads "
+               "the whole topic back (as consumers in separate groups would); a rate is all their records over "
+               "the time from the first start to the last finish" if cfg.clients > 1 else
+               "one client process runs each row")
+    w(f"- throughput clients: {clients}")
     w("- brokers (each started alone, on 127.0.0.1; one stopped before the next starts):")
     for r in results:
         loads = ", ".join(str(x) for x in r.get("loadavg_1m_at_start") or [])
@@ -407,10 +426,11 @@ def render(info: dict, cfg: Config, results: list[dict], loop: dict, wall_s: flo
     # CPU
     w("## Where the CPU goes (median of the rounds)\n")
     w("Per throughput row, over its timed part: CPU seconds per million records used by the broker process, "
-      "then by the client (this benchmark's process: its Python loop and librdkafka's threads), and in "
-      f"brackets the cores each kept busy on average. The machine has {info['nproc']} cores. The client's "
-      "Python loop runs on one thread, so a client above one core while the broker uses a fraction of one "
-      "is bound by the client, not the broker.\n")
+      "then by the clients (their Python loops and librdkafka's threads, summed), and in brackets the cores "
+      f"each kept busy on average. The machine has {info['nproc']} cores. A client's Python loop runs on one "
+      "thread, so a single client above one core while the broker uses a fraction of one is bound by the "
+      "client, not the broker; when broker and clients together keep every core busy, the broker's CPU per "
+      "record is what it takes from the clients.\n")
     w("| workload | " + " | ".join(f"{titles[k]}: broker / client s per M (cores)" for k in keys) + " |")
     w("|---|" + "---:|" * len(keys))
     for key in throughput_keys():
@@ -524,52 +544,9 @@ def render(info: dict, cfg: Config, results: list[dict], loop: dict, wall_s: flo
 # --------------------------------------------------------------------------------------------------
 
 
-def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--quick", action="store_true", help="~2 minutes: fewer records, shorter caps")
-    parser.add_argument("--rounds", type=int, metavar="N",
-                        help="throughput rounds, the median is reported (default 5; 1 with --quick)")
-    parser.add_argument("--only", metavar="KEYS",
-                        help="comma-separated subset of: odradek-disk, odradek-shm, odradek-asyncio, tansu, noida")
-    parser.add_argument("--from-json", metavar="FILE",
-                        help="only re-render the report from a latest.json written earlier")
-    parser.add_argument("--out-dir", default=os.path.join(brokers.BENCH, "results"),
-                        help="where latest.md and latest.json go (default bench/results)")
-    args = parser.parse_args()
-    if args.from_json:
-        with open(args.from_json) as fh:
-            saved = json.load(fh)
-        print(render(saved["machine"], Config(saved["quick"], saved["rounds"]["requested"]), saved["brokers"],
-                     saved["loopback"], saved["wall_s"], saved["rounds"]))
-        return 0
-    cfg = Config(args.quick, args.rounds)
-    t0 = time.monotonic()
-    run_deadline = t0 + cfg.budget_s
-    info = machine()
-
-    loop: dict = {}
-    log("loopback bandwidth…")
-    if brokers.iperf3_path():
-        try:
-            loop["iperf3"] = brokers.loopback_iperf3(cfg.loopback_s)
-        except Exception as exc:
-            loop["iperf3_error"] = short(exc)
-    else:
-        loop["iperf3_error"] = "iperf3 not installed (apt-get install -y iperf3)"
-    try:
-        loop["python"] = brokers.loopback_python(cfg.loopback_s)
-    except Exception as exc:
-        loop["python_error"] = short(exc)
-    measured = [v for v in (loop.get("iperf3"), loop.get("python")) if v]
-    loop["reference_bytes_per_s"] = max(measured) if measured else None
-
-    peers = brokers.ensure_peers(log)
-    specs = brokers.specs(peers)
-    if args.only:
-        wanted = {k.strip() for k in args.only.split(",")}
-        specs = [s for s in specs if s.key in wanted]
-    results = {spec.key: new_result(spec) for spec in specs}
-    run = {"requested": cfg.rounds, "done": 0, "orders": [], "stopped_early": None}
+def run_rounds(cfg: Config, specs: list[brokers.BrokerSpec], results: dict, run: dict, t0: float,
+               run_deadline: float) -> None:
+    """The rounds, each broker in turn, into `results` ({key: new_result()}) and `run`."""
     for rnd in range(1, cfg.rounds + 1):
         live = [spec for spec in specs if results[spec.key]["error"] is None]
         if not live:
@@ -598,6 +575,61 @@ def main() -> int:
                 res["error"] = short(exc)
     if run["done"] and time.monotonic() > run_deadline and not run["stopped_early"]:
         run["stopped_early"] = f"the run's time budget ran out during round {run['done']}"
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="~2 minutes: fewer records, shorter caps")
+    parser.add_argument("--rounds", type=int, metavar="N",
+                        help="throughput rounds, the median is reported (default 5; 1 with --quick)")
+    parser.add_argument("--clients", type=int, metavar="N", default=DEFAULT_CLIENTS,
+                        help=f"client processes that run each throughput row together (default {DEFAULT_CLIENTS})")
+    parser.add_argument("--only", metavar="KEYS",
+                        help="comma-separated subset of: odradek-disk, odradek-shm, odradek-asyncio, tansu, noida")
+    parser.add_argument("--from-json", metavar="FILE",
+                        help="only re-render the report from a latest.json written earlier")
+    parser.add_argument("--out-dir", default=os.path.join(brokers.BENCH, "results"),
+                        help="where latest.md and latest.json go (default bench/results)")
+    args = parser.parse_args()
+    if args.from_json:
+        with open(args.from_json) as fh:
+            saved = json.load(fh)
+        cfg = Config(saved["quick"], saved["rounds"]["requested"], saved.get("clients", 1))
+        print(render(saved["machine"], cfg, saved["brokers"], saved["loopback"], saved["wall_s"], saved["rounds"]))
+        return 0
+    cfg = Config(args.quick, args.rounds, args.clients)
+    t0 = time.monotonic()
+    run_deadline = t0 + cfg.budget_s
+    info = machine()
+
+    loop: dict = {}
+    log("loopback bandwidth…")
+    if brokers.iperf3_path():
+        try:
+            loop["iperf3"] = brokers.loopback_iperf3(cfg.loopback_s)
+        except Exception as exc:
+            loop["iperf3_error"] = short(exc)
+    else:
+        loop["iperf3_error"] = "iperf3 not installed (apt-get install -y iperf3)"
+    try:
+        loop["python"] = brokers.loopback_python(cfg.loopback_s)
+    except Exception as exc:
+        loop["python_error"] = short(exc)
+    measured = [v for v in (loop.get("iperf3"), loop.get("python")) if v]
+    loop["reference_bytes_per_s"] = max(measured) if measured else None
+
+    peers = brokers.ensure_peers(log)
+    specs = brokers.specs(peers)
+    if args.only:
+        wanted = {k.strip() for k in args.only.split(",")}
+        specs = [s for s in specs if s.key in wanted]
+    results = {spec.key: new_result(spec) for spec in specs}
+    run = {"requested": cfg.rounds, "done": 0, "orders": [], "stopped_early": None}
+    cfg.pool = ClientPool(cfg.clients)
+    try:
+        run_rounds(cfg, specs, results, run, t0, run_deadline)
+    finally:
+        cfg.pool.close()
     results = list(results.values())
     for r in results:
         for entry in r["throughput"].values():
@@ -609,8 +641,9 @@ def main() -> int:
     with open(os.path.join(args.out_dir, "latest.md"), "w") as fh:
         fh.write(report)
     with open(os.path.join(args.out_dir, "latest.json"), "w") as fh:
-        json.dump({"machine": info, "quick": cfg.quick, "wall_s": wall, "loopback": loop, "rounds": run,
-                   "peers": {k: v for k, v in peers.items()}, "brokers": results}, fh, indent=2, default=str)
+        json.dump({"machine": info, "quick": cfg.quick, "clients": cfg.clients, "wall_s": wall, "loopback": loop,
+                   "rounds": run, "peers": {k: v for k, v in peers.items()}, "brokers": results},
+                  fh, indent=2, default=str)
     log(f"wrote {os.path.join(args.out_dir, 'latest.md')} and latest.json; wall time {wall:.0f} s")
     return 0
 

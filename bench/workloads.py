@@ -25,6 +25,7 @@ import threading
 import time
 import uuid
 from array import array
+from typing import Callable
 
 import confluent_kafka
 from confluent_kafka import Consumer, Producer, TopicPartition
@@ -164,7 +165,8 @@ def cpu_seconds(pid: int) -> float | None:
 
 
 def produce(bootstrap: str, topic: str, size: int, count: int, cap_s: float, acks: str,
-            config: dict | None = None, per_txn: int | None = None, broker_pid: int | None = None) -> dict:
+            config: dict | None = None, per_txn: int | None = None, broker_pid: int | None = None,
+            start_gate: Callable[[], None] | None = None) -> dict:
     """Produce `count` records of `size` random bytes (no key, default partitioner) as fast as possible.
 
     The producer connects and loads metadata before the clock starts; time runs from the first produce()
@@ -175,6 +177,10 @@ def produce(bootstrap: str, topic: str, size: int, count: int, cap_s: float, ack
     before the clock starts, produces in transactions of `per_txn` records (begin, produce, commit), checks
     the time cap only between transactions and lets a started transaction commit up to 30 s past it; only
     records that were delivered and committed count, and the result also holds the number of transactions.
+
+    `start_gate` is called once the producer is connected, just before the clock starts (ClientPool
+    passes a barrier's wait, so that its clients start together). The result holds the clock's `start`
+    and `end` (time.perf_counter(), the system-wide monotonic clock).
     """
     client_log = ClientLog()
     producer = Producer({
@@ -195,6 +201,8 @@ def produce(bootstrap: str, topic: str, size: int, count: int, cap_s: float, ack
     if per_txn is not None:
         producer.init_transactions(30)
     producer.list_topics(topic, timeout=10)  # connect and load metadata before the clock starts
+    if start_gate is not None:
+        start_gate()
     grace_s = 0.0 if per_txn is None else 30.0
     cpu = CpuMeter(broker_pid)
     start = time.perf_counter()
@@ -218,10 +226,10 @@ def produce(bootstrap: str, topic: str, size: int, count: int, cap_s: float, ack
             committed = sent
             transactions += 1
     producer.flush(max(0.0, deadline - time.perf_counter() + grace_s))
-    elapsed = time.perf_counter() - start
+    end = time.perf_counter()
     cpu_used = cpu.used()
     records = state["delivered"] if per_txn is None else min(committed, state["delivered"])
-    result = {"records": records, "seconds": elapsed, "capped": records < count,
+    result = {"records": records, "seconds": end - start, "start": start, "end": end, "capped": records < count,
               "failed": state["failed"], "first_error": state["first_error"], "client_log": client_log.summary(),
               **cpu_used}
     if per_txn is not None:
@@ -233,8 +241,9 @@ def produce(bootstrap: str, topic: str, size: int, count: int, cap_s: float, ack
 
 
 def consume(bootstrap: str, topic: str, size: int, count: int, cap_s: float, partitions: int = 1,
-            broker_pid: int | None = None) -> dict:
-    """Read `count` records from offset 0 of every partition by assign(), checking each payload."""
+            broker_pid: int | None = None, start_gate: Callable[[], None] | None = None) -> dict:
+    """Read `count` records from offset 0 of every partition by assign(), checking each payload.
+    `start_gate`, `start` and `end` as for produce()."""
     client_log = ClientLog()
     consumer = Consumer({
         "bootstrap.servers": bootstrap, "group.id": f"bench-{uuid.uuid4().hex[:8]}",
@@ -247,6 +256,8 @@ def consume(bootstrap: str, topic: str, size: int, count: int, cap_s: float, par
     # Connect to the leader and look up the first offsets before the clock starts (otherwise
     # librdkafka's offset query races the connection and retries after ~0.5 s).
     lows = [consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=10)[0] for p in range(partitions)]
+    if start_gate is not None:
+        start_gate()
     cpu = CpuMeter(broker_pid)
     start = time.perf_counter()
     deadline = start + cap_s
@@ -262,12 +273,12 @@ def consume(bootstrap: str, topic: str, size: int, count: int, cap_s: float, par
             else:
                 got += 1
                 corrupt += msg.value() != payload
-    elapsed = time.perf_counter() - start
+    end = time.perf_counter()
     cpu_used = cpu.used()
     consumer.close()
     if corrupt:
         first_error = first_error or f"{corrupt} records read back with a different payload"
-    return {"records": got, "seconds": elapsed, "capped": got < count,
+    return {"records": got, "seconds": end - start, "start": start, "end": end, "capped": got < count,
             "failed": errors, "first_error": first_error, "client_log": client_log.summary(), **cpu_used}
 
 
@@ -276,6 +287,101 @@ def rates(result: dict, size: int) -> dict:
     result["msgs_per_s"] = result["records"] / secs if secs > 0 else 0.0
     result["mb_per_s"] = result["records"] * size / secs / 1e6 if secs > 0 else 0.0
     return result
+
+
+# --------------------------------------------------------------------------------------------------
+# Several clients at once
+
+POOL_SETUP_TIMEOUT_S = 60.0  # for every client of a job to connect and reach the start barrier
+POOL_RESULT_GRACE_S = 60.0  # past the workload's own time cap, for its result to come back
+
+
+def _pool_worker(jobs, results, barrier) -> None:
+    """A ClientPool process: runs produce()/consume() jobs until it gets None. A failure is reported as
+    {"error": text}; one before the start barrier breaks the barrier, so nobody waits on this client."""
+    work = {"produce": produce, "consume": consume}
+
+    def gate() -> None:
+        barrier.wait(POOL_SETUP_TIMEOUT_S)
+
+    while (job := jobs.get()) is not None:
+        kind, kwargs = job
+        try:
+            results.put(work[kind](**kwargs, start_gate=gate))
+        except Exception as exc:  # the parent turns it into an n/a cell
+            barrier.abort()
+            results.put({"error": f"{type(exc).__name__}: {exc}".replace("\n", " ")})
+
+
+class ClientPool:
+    """`clients` client processes, spawned once and reused for every workload, that run one workload
+    together: each connects and loads metadata, then all start their clocks at one barrier. One Python
+    client keeps a core busy with its own loop; more than one lets a workload load the broker rather
+    than measure the client.
+
+    run() adds the clients' results up: records summed, seconds from the first clock start to the last
+    clock stop, client CPU summed over the clients, broker CPU read from here between the barrier and
+    the last result."""
+
+    def __init__(self, clients: int) -> None:
+        self.clients = clients
+        self._ctx = multiprocessing.get_context("spawn")
+        self._spawn()
+
+    def _spawn(self) -> None:
+        self._barrier = self._ctx.Barrier(self.clients + 1)  # + this process, to read the broker's CPU
+        self._results = self._ctx.Queue()
+        self._jobs = [self._ctx.Queue() for _ in range(self.clients)]
+        self._procs = [self._ctx.Process(target=_pool_worker, args=(jobs, self._results, self._barrier),
+                                         daemon=True) for jobs in self._jobs]
+        for proc in self._procs:
+            proc.start()
+
+    def run(self, kind: str, cap_s: float, broker_pid: int | None = None, **kwargs) -> dict:
+        """Every client runs produce() or consume() (`kind`) with `cap_s` and `kwargs`; raises
+        RuntimeError if any client failed."""
+        for jobs in self._jobs:
+            jobs.put((kind, dict(kwargs, cap_s=cap_s)))
+        cpu = None
+        try:
+            self._barrier.wait(POOL_SETUP_TIMEOUT_S)
+            cpu = CpuMeter(broker_pid)
+        except threading.BrokenBarrierError:
+            pass  # a client failed before the start (or never got there); its result says why
+        try:
+            parts = [self._results.get(timeout=POOL_SETUP_TIMEOUT_S + cap_s + POOL_RESULT_GRACE_S)
+                     for _ in self._procs]
+        except queue.Empty:
+            self.close()  # a client is stuck: replace them all so the next workload starts clean
+            self._spawn()
+            raise RuntimeError(f"a client returned nothing within {cap_s + POOL_RESULT_GRACE_S:.0f} s "
+                               "of the workload's start")
+        if self._barrier.broken:
+            self._barrier.reset()
+        # The client that failed first says why; the others only saw the broken barrier.
+        errors = sorted((p["error"] for p in parts if "error" in p), key=lambda e: e.startswith("BrokenBarrier"))
+        if errors:
+            raise RuntimeError(errors[0] + (f" (and {len(errors) - 1} more clients)" if len(errors) > 1 else ""))
+        start, end = min(p["start"] for p in parts), max(p["end"] for p in parts)
+        out = {"records": sum(p["records"] for p in parts), "seconds": end - start,
+               "capped": any(p["capped"] for p in parts), "failed": sum(p["failed"] for p in parts),
+               "first_error": next((p["first_error"] for p in parts if p["first_error"]), None),
+               "client_log": next((p["client_log"] for p in parts if p["client_log"]), None),
+               "client_cpu_s": sum(p["client_cpu_s"] for p in parts), "clients": self.clients}
+        if cpu is not None:
+            out["broker_cpu_s"] = cpu.used().get("broker_cpu_s")
+            if out["broker_cpu_s"] is None:
+                del out["broker_cpu_s"]
+        return out
+
+    def close(self) -> None:
+        for jobs in self._jobs:
+            jobs.put(None)
+        for proc in self._procs:
+            proc.join(5)
+            if proc.is_alive():
+                proc.kill()
+                proc.join()
 
 
 # --------------------------------------------------------------------------------------------------
