@@ -112,6 +112,26 @@ def test_delete_records_moves_log_start(broker, topic_name):
 
 
 @pytest.mark.timeout(60)
+def test_delete_records_answered_is_kept_through_sigkill(broker_factory, topic_name):
+    """The answer comes once the new log start is checkpointed (by the flusher thread), so a SIGKILL right
+    after it loses nothing; segments wholly below the start are gone."""
+    b = broker_factory({"log.segment.bytes": "1024"})
+    create_topic(b.bootstrap, topic_name)
+    for _ in range(4):  # four batches of ten, each over segment.bytes: four segments
+        assert_delivered(produce_messages(b.bootstrap, topic_name, [{"value": b"v" * 200, "partition": 0}] * 10))
+    part_dir = b.data_dir / f"{topic_name}-0"
+    segments_before = len(list(part_dir.glob("*.log")))
+    tp = TopicPartition(topic_name, 0, 30)
+    client = admin(b.bootstrap)
+    assert client.delete_records([tp])[tp].result(timeout=15).low_watermark == 30
+    b.kill()
+    b.start()
+    assert watermarks(b.bootstrap, topic_name) == (30, 40)
+    assert [m.offset() for m in consume_messages(b.bootstrap, topic_name, 10)] == list(range(30, 40))
+    assert len(list(part_dir.glob("*.log"))) < segments_before
+
+
+@pytest.mark.timeout(60)
 def test_describe_cluster(broker):
     client = admin(broker.bootstrap)
     cluster = client.describe_cluster().result(timeout=15)

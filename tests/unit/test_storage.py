@@ -16,7 +16,7 @@ from odradek.storage import loader as loader_module
 from odradek.storage import segment as segment_module
 from odradek.storage.flusher import LogFlusher
 from odradek.storage.index import OffsetIndex, TimeIndex
-from odradek.storage.loader import RecoveryPointCheckpoint
+from odradek.storage.loader import LogStartCheckpoint, RecoveryPointCheckpoint
 
 
 def make_batch(count: int = 1, timestamp: int = 1000, max_timestamp: int | None = None, payload: bytes = b"p" * 20) -> bytes:
@@ -597,7 +597,7 @@ def test_delete_records_before(pdir: Path) -> None:
     for _ in range(10):
         append(plog, batch)
     assert plog.segment_base_offsets == [0, 6, 12, 18]
-    assert plog.delete_records_before(7) == 7
+    assert plog.delete_records_before(7)[0] == 7
     assert plog.log_start_offset == 7
     assert plog.segment_base_offsets == [6, 12, 18]
     assert not (pdir / "00000000000000000000.log").exists()
@@ -605,16 +605,41 @@ def test_delete_records_before(pdir: Path) -> None:
     with pytest.raises(OffsetOutOfRangeError):
         plog.read(6, 1000)
     assert bases(plog.read(7, len(batch))) == [6]  # the batch holding the start, whole
-    assert plog.delete_records_before(3) == 7  # never backwards
+    assert plog.delete_records_before(3)[0] == 7  # never backwards
     with pytest.raises(OffsetOutOfRangeError):
         plog.delete_records_before(21)
-    assert plog.delete_records_before(20) == 20
+    assert plog.delete_records_before(20)[0] == 20
     assert plog.segment_base_offsets == [18]  # the active segment stays
     assert plog.read(20, 1000) == b""
     plog.close()
     plog = open_log(pdir, segment_bytes=3 * len(batch))
     assert (plog.log_start_offset, plog.log_end_offset) == (20, 20)
     assert append(plog, batch).base_offset == 20
+    plog.close()
+
+
+def test_delete_records_leaves_the_disk_work_to_the_flusher(pdir: Path) -> None:
+    batch = make_batch(2, payload=b"d" * 50)
+    flusher = BlockedFlusher()
+    plog = PartitionLog.open(pdir, LogConfig(segment_bytes=3 * len(batch)), flusher=flusher)
+    for _ in range(10):
+        append(plog, batch)
+    start, durable = plog.delete_records_before(13)  # returns while the flusher cannot run
+    assert start == 13 and plog.log_start_offset == 13
+    assert plog.segment_base_offsets == [12, 18]
+    with pytest.raises(OffsetOutOfRangeError):
+        plog.read(12, 1000)
+    assert not durable.done()
+    assert (pdir / "00000000000000000000.log").exists()
+    flusher.release.set()
+    durable.result(timeout=10)
+    assert LogStartCheckpoint.read(pdir) == 13
+    flusher.close()  # runs what is queued, in order: the deletions came after the checkpoint
+    assert not (pdir / "00000000000000000000.log").exists()
+    assert not (pdir / "00000000000000000006.index").exists()
+    plog.close()
+    plog = open_log(pdir)
+    assert (plog.log_start_offset, plog.segment_base_offsets) == (13, [12, 18])
     plog.close()
 
 

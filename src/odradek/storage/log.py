@@ -405,16 +405,20 @@ class PartitionLog:
 
     # -- deletion ---------------------------------------------------------------------------------------
 
-    def delete_records_before(self, offset: int) -> int:
-        """DeleteRecords: move the log start to ``offset`` and drop the segments wholly below it."""
+    def delete_records_before(self, offset: int) -> tuple[int, Future]:
+        """DeleteRecords: move the log start to ``offset`` and drop the segments wholly below it.
+
+        Returns the new log start and a future that completes once it is checkpointed on disk (the flusher
+        writes the checkpoint, then removes the segment files; reads see the new start at once)."""
         self._check_open()
         if offset < 0 or offset > self._end:
             raise OffsetOutOfRangeError(offset, self._start, self._end)
-        if offset > self._start:
-            self._start = offset
-            LogStartCheckpoint.write(self.directory, offset)
-            self._delete_oldest(self._count_below_start())
-        return self._start
+        if offset <= self._start:
+            return self._start, completed_future()
+        self._start = offset
+        durable = self._checkpoint_start()
+        self._delete_oldest(self._count_below_start())
+        return self._start, durable
 
     def _count_below_start(self) -> int:
         n = 0
@@ -451,15 +455,22 @@ class PartitionLog:
             return
         new_start = max(self._start, self._bases[n])
         if new_start != self._start:
-            LogStartCheckpoint.write(self.directory, new_start)
             self._start = new_start
+            self._checkpoint_start()
         doomed = self._segments[:n]
         del self._segments[:n]
         del self._bases[:n]
         self.txn_index.drop_segments_below(self._bases[0])
         for segment in doomed:
             log.info("%s: deleting segment %d", self.directory, segment.base_offset)
-            segment.delete()
+            # Closed here, so no fetch can take its fd number after this; removed by the flusher, after the
+            # checkpoint above, because unlinking a large cached file takes milliseconds.
+            segment.close_unwritten()
+            self._submit(segment.remove_files)
+
+    def _checkpoint_start(self) -> Future:
+        """Queue a write of the log start checkpoint (the value when the job runs: the newest)."""
+        return self._submit(lambda: LogStartCheckpoint.write(self.directory, self._start))
 
     # -- flush and lifecycle ----------------------------------------------------------------------------
 

@@ -236,10 +236,19 @@ class LogSegment:
                 os.close(fd)
 
     def delete(self) -> None:
-        """Close and remove the three files (.log first: a leftover index without its log is swept at load)."""
+        """Close and remove the three files."""
+        self.close_unwritten()
+        self.remove_files()
+
+    def close_unwritten(self) -> None:
+        """Close without writing pending index entries: the segment is about to be removed."""
         self.offset_index.drop_pending()
         self.time_index.drop_pending()
         self.close()
+
+    def remove_files(self) -> None:
+        """Remove the three files of a closed segment (.log first: a leftover index without its log is swept
+        at load). Touches no open state, so it may run on another thread."""
         for path in (self.log_path, self.offset_index.path, self.time_index.path):
             try:
                 path.unlink()

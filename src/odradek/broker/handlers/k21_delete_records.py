@@ -2,9 +2,15 @@
 
 Moves a partition's log start offset forward to `offset` (-1 means the high watermark); whole segments
 below it are deleted, and the checkpointed start offset survives restarts. Reads below the new start get
-OFFSET_OUT_OF_RANGE. An offset beyond the high watermark → OFFSET_OUT_OF_RANGE; unknown partition →
-UNKNOWN_TOPIC_OR_PARTITION. The reply's low watermark is the new log start offset.
+OFFSET_OUT_OF_RANGE at once; the answer waits until the new start is checkpointed, which the log flusher's
+thread does (then it removes the segment files), so the loop never waits for that fsync. A failed
+checkpoint → KAFKA_STORAGE_ERROR for the partition. An offset beyond the high watermark →
+OFFSET_OUT_OF_RANGE; unknown partition → UNKNOWN_TOPIC_OR_PARTITION. The reply's low watermark is the
+new log start offset.
 """
+
+import asyncio
+from concurrent.futures import Future
 
 from odradek.broker.core import RequestContext
 from odradek.broker.registry import handler
@@ -14,16 +20,16 @@ from odradek.storage.log import OffsetOutOfRangeError
 
 
 @handler(ApiKey.DELETE_RECORDS, 0, 2)
-def delete_records(ctx: RequestContext, request: dict) -> dict:
+def delete_records(ctx: RequestContext, request: dict):
     topics = []
+    pending: list[tuple[dict, Future]] = []
     for topic in request["topics"]:
         partitions = []
         for part in topic["partitions"]:
             index = part["partition_index"]
             plog = ctx.broker.partition_log(topic["name"], index)
             if plog is None:
-                partitions.append({"partition_index": index, "low_watermark": -1,
-                                   "error_code": ErrorCode.UNKNOWN_TOPIC_OR_PARTITION})
+                partitions.append(_result(index, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION))
                 continue
             offset = part["offset"]
             if offset == -1:
@@ -31,11 +37,30 @@ def delete_records(ctx: RequestContext, request: dict) -> dict:
             try:
                 if offset < 0:
                     raise OffsetOutOfRangeError(offset, plog.log_start_offset, plog.log_end_offset)
-                low = plog.delete_records_before(offset)
+                low, durable = plog.delete_records_before(offset)
             except OffsetOutOfRangeError:
-                partitions.append({"partition_index": index, "low_watermark": -1,
-                                   "error_code": ErrorCode.OFFSET_OUT_OF_RANGE})
+                partitions.append(_result(index, ErrorCode.OFFSET_OUT_OF_RANGE))
                 continue
-            partitions.append({"partition_index": index, "low_watermark": low, "error_code": 0})
+            except OSError:
+                partitions.append(_result(index, ErrorCode.KAFKA_STORAGE_ERROR))
+                continue
+            result = _result(index, ErrorCode.NONE, low)
+            partitions.append(result)
+            if not durable.done() or durable.exception() is not None:
+                pending.append((result, durable))
         topics.append({"name": topic["name"], "partitions": partitions})
-    return {"throttle_time_ms": 0, "topics": topics}
+    body = {"throttle_time_ms": 0, "topics": topics}
+    return _after_checkpoints(body, pending) if pending else body
+
+
+def _result(index: int, error: int, low_watermark: int = -1) -> dict:
+    return {"partition_index": index, "low_watermark": low_watermark, "error_code": error}
+
+
+async def _after_checkpoints(body: dict, pending: list[tuple[dict, Future]]) -> dict:
+    for result, durable in pending:
+        try:
+            await asyncio.wrap_future(durable)
+        except OSError:
+            result.update(low_watermark=-1, error_code=ErrorCode.KAFKA_STORAGE_ERROR)
+    return body
