@@ -71,6 +71,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
         self._frame: bytearray | None = None  # a large frame being read into its own buffer
         self._frame_view: memoryview | None = None
         self._frame_size = self._frame_filled = 0
+        self._into_frame = False  # where the buffer handed out by get_buffer points
         self._outstanding: asyncio.Future | None = None  # a handler's response, or a send with sendfile
         self._transport: asyncio.Transport | None = None
         self._reading_paused = False
@@ -88,7 +89,9 @@ class KafkaConnection(asyncio.BufferedProtocol):
         self.peer = f"{peer[0]}:{peer[1]}" if peer else "?"
 
     def get_buffer(self, sizehint: int) -> memoryview:
-        if self._frame_view is not None:
+        # A complete frame waiting for its turn (the connection muted) takes no more bytes: they go to scratch.
+        self._into_frame = self._frame is not None and self._frame_filled < self._frame_size
+        if self._into_frame:
             if self._frame_filled == len(self._frame):
                 self._grow_frame()
             return self._frame_view[self._frame_filled:]
@@ -97,7 +100,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
         return self._view[self._end:]
 
     def buffer_updated(self, nbytes: int) -> None:
-        if self._frame_view is not None:
+        if self._into_frame:
             self._frame_filled += nbytes
         else:
             self._end += nbytes
