@@ -16,8 +16,9 @@ decides how fast the clients go. A produce row's clients each produce their reco
 consume row's clients each read the whole topic (workloads.ClientPool).
 
 One throughput run varies by ±25% on a small machine, so the throughput rows are run in rounds (5, or 1
-with --quick): each round starts every broker afresh, in turn, starting the turn at a different broker
-each round, and the report shows the median. Start-up, latency, consumer group and memory are measured
+with --quick): each round starts every broker afresh, in turn, in an order rotated by one and reversed every
+other round, and the report shows the median. After each broker stops, the page cache's dirty data is
+written back (sync) before the next one starts. Start-up, latency, consumer group and memory are measured
 in round 1 only, to keep the run short.
 """
 
@@ -55,7 +56,7 @@ class Config:
             self.group_cap_s, self.start_repeats, self.loopback_s = 10.0, 1, 1
             self.budget_s = 240.0
         else:
-            self.records = {100: 1_000_000, 1024: 300_000}
+            self.records = {100: 750_000, 1024: 300_000}  # per client
             self.cap_s, self.latency_s, self.warmup_s = 8.0, 10.0, 1.0
             self.group_cap_s, self.start_repeats, self.loopback_s = 30.0, 3, 3
             self.budget_s = 14 * 60.0
@@ -127,10 +128,17 @@ def run_throughput(proc: brokers.BrokerProcess, cfg: Config, attempt, skip: set[
     """Every throughput workload not in `skip` against `proc`, run by the run's client processes together:
     in a produce row each client produces `cfg.records` records into one fresh topic, in a consume row each
     client reads back everything the acks=1 produce just wrote (as consumers in separate groups would).
-    Returns ({workload: result}, payload bytes stored)."""
+    Returns ({workload: result}, payload bytes stored).
+
+    An untimed warm-up comes first: the clients produce a fifth of a 100 B row into a topic of its own, so the
+    first timed row does not also pay for a broker process and client connections that have not run yet."""
     run_id = uuid.uuid4().hex[:6]
     out: dict[str, dict] = {}
     stored = 0
+    warm_topic = f"bench-{run_id}-warmup"
+    attempt(lambda: (create_topic(proc.bootstrap, warm_topic, 1), cfg.pool.run(
+        "produce", cfg.cap_s, proc.pid, bootstrap=proc.bootstrap, topic=warm_topic, size=SIZES[0],
+        count=cfg.records[SIZES[0]] // 5, acks="1")))
     for size in SIZES:
         for partitions in PARTITIONS:
             for acks in ACKS:
@@ -163,6 +171,16 @@ def run_throughput(proc: brokers.BrokerProcess, cfg: Config, attempt, skip: set[
                 out[ckey] = c = attempt(read_back)
                 log(f"  {ckey}: " + (c["na"] if "na" in c else f"{c['msgs_per_s']:,.0f} msg/s"))
     return out, stored
+
+
+def stop_and_settle(proc: brokers.BrokerProcess) -> int | None:
+    """Stop `proc`, then write back the page cache's dirty data before the next broker starts: a broker that
+    saves gigabytes at exit (noida-db) or leaves them in segment files would otherwise have the kernel
+    writing them back, on the same two cores, during the next broker's workloads."""
+    code = proc.stop()
+    os.sync()
+    time.sleep(0.5)
+    return code
 
 
 def bench_broker(res: dict, spec: brokers.BrokerSpec, cfg: Config, run_deadline: float) -> None:
@@ -201,6 +219,9 @@ def bench_broker(res: dict, spec: brokers.BrokerSpec, cfg: Config, run_deadline:
         res["rss"]["stored_payload_bytes"] = stored
         res["rss"]["data_dir_bytes"] = proc.stored_bytes()
 
+        # The latency row measures the broker at 10,000 msgs/s, not the kernel writing back the gigabytes the
+        # throughput rows just stored: those are synced first.
+        os.sync()
         lat_topic = f"bench-{run_id}-latency"
         made = attempt(lambda: create_topic(bootstrap, lat_topic, 1))
         cpu, t_cpu = CpuMeter(proc.pid), time.perf_counter()
@@ -226,7 +247,7 @@ def bench_broker(res: dict, spec: brokers.BrokerSpec, cfg: Config, run_deadline:
     finally:
         if not proc.alive():
             res["log_tail"] = proc.log_tail(1500)
-        code = proc.stop()
+        code = stop_and_settle(proc)
         res["exit_status"] = code
 
 
@@ -242,7 +263,7 @@ def throughput_round(res: dict, spec: brokers.BrokerSpec, cfg: Config, run_deadl
             time.sleep(1.0)  # as in round 1, where the idle RSS is read here
             tp, _ = run_throughput(proc, cfg, guard(proc, run_deadline), skip)
         finally:
-            proc.stop()
+            stop_and_settle(proc)
     except Exception as exc:  # cannot start, or worse: this round is n/a for the broker, the run goes on
         tp = {key: {"na": f"round {rnd}: {short(exc)}"} for key in res["throughput"] if key not in skip}
     for key, t in tp.items():
@@ -349,8 +370,8 @@ def render(info: dict, cfg: Config, results: list[dict], loop: dict, wall_s: flo
         rounds_text = f"median of {done} rounds, brokers interleaved"
         orders = "; ".join(f"{i}. " + ", ".join(titles[k] for k in order)
                            for i, order in enumerate(run["orders"], 1))
-        how = (f"each round starts every broker afresh, in turn, runs all throughput rows on fresh topics and "
-               f"stops it, starting at a different broker each round ({orders})")
+        how = (f"each round starts every broker afresh, in turn, runs all throughput rows on fresh topics, stops "
+               f"it and syncs the page cache, in an order rotated by one and reversed every other round ({orders})")
     else:
         rounds_text = "a single round, so no median"
         how = "one run per broker and row; `--rounds N` gives the median of N"
@@ -544,6 +565,35 @@ def render(info: dict, cfg: Config, results: list[dict], loop: dict, wall_s: flo
 # --------------------------------------------------------------------------------------------------
 
 
+WARM_UP_ROWS = 3
+
+
+def warm_up(cfg: Config) -> None:
+    """Load the machine before the first timed row: after a few idle seconds this VM ran the first ~6 s of
+    load 10-20 % slower, whichever broker came first (2026-11-23 02:06 UTC: Tansu 752k msgs/s first, 890-952k
+    second; odradek 773k first, 950k-1.07M second). A throwaway odradek on tmpfs takes WARM_UP_ROWS 100 B
+    produce rows from the clients; nothing of it is reported."""
+    spec = brokers.BrokerSpec("warm-up", "warm-up", "", brokers.odradek_command,
+                              "/dev/shm" if os.access("/dev/shm", os.W_OK) else None)
+    t0 = time.monotonic()
+    try:
+        proc = brokers.BrokerProcess(spec)
+    except (RuntimeError, OSError) as exc:
+        log(f"warm-up skipped: {exc}")
+        return
+    try:
+        for i in range(WARM_UP_ROWS):
+            topic = f"warm-up-{i}"
+            create_topic(proc.bootstrap, topic, 1)
+            cfg.pool.run("produce", cfg.cap_s, proc.pid, bootstrap=proc.bootstrap, topic=topic, size=SIZES[0],
+                         count=cfg.records[SIZES[0]], acks="1")
+    except Exception as exc:  # a failed warm-up costs comparability, not the run
+        log(f"warm-up stopped: {short(exc)}")
+    finally:
+        stop_and_settle(proc)
+    log(f"warm-up: {time.monotonic() - t0:.1f} s")
+
+
 def run_rounds(cfg: Config, specs: list[brokers.BrokerSpec], results: dict, run: dict, t0: float,
                run_deadline: float) -> None:
     """The rounds, each broker in turn, into `results` ({key: new_result()}) and `run`."""
@@ -558,8 +608,11 @@ def run_rounds(cfg: Config, specs: list[brokers.BrokerSpec], results: dict, run:
                                     f"{max(0.0, run_deadline - time.monotonic()):.0f} s left")
             log(f"round {rnd} not started: {run['stopped_early']}")
             break
+        # Rotated, and reversed every other round, so no broker always follows the same one.
         shift = (rnd - 1) % len(live)
         order = live[shift:] + live[:shift]
+        if rnd % 2 == 0:
+            order.reverse()
         run["done"] = rnd
         run["orders"].append([spec.key for spec in order])
         for spec in order:
@@ -627,6 +680,7 @@ def main() -> int:
     run = {"requested": cfg.rounds, "done": 0, "orders": [], "stopped_early": None}
     cfg.pool = ClientPool(cfg.clients)
     try:
+        warm_up(cfg)
         run_rounds(cfg, specs, results, run, t0, run_deadline)
     finally:
         cfg.pool.close()
