@@ -12,9 +12,10 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from concurrent.futures import Future
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Awaitable, Iterable
+from typing import TYPE_CHECKING, Awaitable, Callable, Iterable
 
 from odradek.broker.registry import HANDLERS
 from odradek.cluster.topics import Topic, TopicRegistry
@@ -254,6 +255,30 @@ def unsupported_api_versions_response(correlation_id: int) -> bytes:
         "api_keys": [{"api_key": k, "min_version": lo, "max_version": hi} for k, lo, hi in advertised_versions()],
     }
     return codec.encode_response(ApiKey.API_VERSIONS, 0, correlation_id, body)
+
+
+def when_durable(body: dict, pending: list[tuple[dict, Future]], failed: Callable[[dict, BaseException], None]):
+    """``body`` to answer once each ``pending`` flusher future (storage/flusher.py) is done, paired with the
+    part of ``body`` it covers; a future that failed has ``failed(part, error)`` applied to that part.
+
+    Returns ``body`` itself when every future is done already, so the common case costs no task; otherwise
+    a coroutine giving it (a handler may return either: registry.py)."""
+    running = []
+    for part, future in pending:
+        if not future.done():
+            running.append((part, future))
+        elif future.exception() is not None:
+            failed(part, future.exception())
+    return _after(body, running, failed) if running else body
+
+
+async def _after(body: dict, running: list[tuple[dict, Future]], failed: Callable[[dict, BaseException], None]) -> dict:
+    for part, future in running:
+        try:
+            await asyncio.wrap_future(future)
+        except OSError as exc:
+            failed(part, exc)
+    return body
 
 
 def now_ms() -> int:

@@ -534,8 +534,9 @@ class PartitionLog:
         if self._closed:
             return
         if flush and self._last_job is not None:
-            # A roll's job still running writes the snapshot and recovery point: let it finish first. Its
-            # failure was logged and recorded by the job; the seal below syncs everything again anyway.
+            # Queued jobs (a roll's snapshot and recovery point, a log start checkpoint, segment removals)
+            # finish first. A failure was logged and recorded by its job; the seal below syncs everything
+            # again anyway.
             wait([self._last_job])
         self._closed = True
         try:

@@ -36,7 +36,7 @@ import asyncio
 import logging
 from concurrent.futures import Future
 
-from odradek.broker.core import LEADER_EPOCH, RequestContext, now_ms
+from odradek.broker.core import LEADER_EPOCH, RequestContext, now_ms, when_durable
 from odradek.broker.registry import handler
 from odradek.protocol.api_keys import ApiKey
 from odradek.protocol.errors import ErrorCode
@@ -115,17 +115,7 @@ def _produce(ctx: RequestContext, request: dict, checked: dict[tuple[str, int], 
         responses.append({"name": name, "partition_responses": partitions})
     if acks == 0:
         return None
-    body = {"responses": responses, "throttle_time_ms": 0}
-    return _after_flushes(body, flushes) if flushes else body
-
-
-async def _after_flushes(body: dict, flushes: list[tuple[dict, Future]]) -> dict:
-    for result, flush in flushes:
-        try:
-            await asyncio.wrap_future(flush)
-        except OSError as exc:
-            _flush_failed(result, exc)
-    return body
+    return when_durable({"responses": responses, "throttle_time_ms": 0}, flushes, _flush_failed)
 
 
 def _flush_failed(result: dict, exc: BaseException) -> None:
@@ -214,10 +204,6 @@ def _append(ctx: RequestContext, topic_name: str, index: int, records, flushes: 
         return _result(index, ErrorCode.NONE, None, appended.base_offset, dup_time, partition_log.log_start_offset)
     broker.notify_append(topic_name, index)
     result = _result(index, ErrorCode.NONE, None, appended.base_offset, append_time, partition_log.log_start_offset)
-    flush = appended.durable
-    if flush is not None:
-        if not flush.done():
-            flushes.append((result, flush))
-        elif flush.exception() is not None:
-            _flush_failed(result, flush.exception())
+    if appended.durable is not None:
+        flushes.append((result, appended.durable))
     return result

@@ -12,10 +12,7 @@ OffsetFetch.
 Gaps: v10+ (topic ids) not advertised.
 """
 
-import asyncio
-from concurrent.futures import Future
-
-from odradek.broker.core import RequestContext
+from odradek.broker.core import RequestContext, when_durable
 from odradek.broker.registry import handler
 from odradek.protocol.api_keys import ApiKey
 from odradek.protocol.errors import ErrorCode
@@ -41,23 +38,11 @@ def offset_commit(ctx: RequestContext, request: dict):
     }
     if durable is None:
         return body
-    if durable.done():
-        return _after_fsync(body, durable.exception())
-    return _when_durable(body, durable)
+    # every accepted partition (error 0) is in the one write
+    accepted = [(part, durable) for topic in body["topics"] for part in topic["partitions"]
+                if part["error_code"] == ErrorCode.NONE]
+    return when_durable(body, accepted, _not_durable)
 
 
-async def _when_durable(body: dict, durable: Future) -> dict:
-    try:
-        await asyncio.wrap_future(durable)
-    except OSError as exc:
-        return _after_fsync(body, exc)
-    return body
-
-
-def _after_fsync(body: dict, error: BaseException | None) -> dict:
-    if error is not None:  # every accepted partition (error 0) was in the failed write
-        for topic in body["topics"]:
-            for part in topic["partitions"]:
-                if part["error_code"] == ErrorCode.NONE:
-                    part["error_code"] = ErrorCode.COORDINATOR_NOT_AVAILABLE
-    return body
+def _not_durable(part: dict, error: BaseException) -> None:
+    part["error_code"] = ErrorCode.COORDINATOR_NOT_AVAILABLE

@@ -9,10 +9,9 @@ OFFSET_OUT_OF_RANGE; unknown partition → UNKNOWN_TOPIC_OR_PARTITION. The reply
 new log start offset.
 """
 
-import asyncio
 from concurrent.futures import Future
 
-from odradek.broker.core import RequestContext
+from odradek.broker.core import RequestContext, when_durable
 from odradek.broker.registry import handler
 from odradek.protocol.api_keys import ApiKey
 from odradek.protocol.errors import ErrorCode
@@ -46,21 +45,14 @@ def delete_records(ctx: RequestContext, request: dict):
                 continue
             result = _result(index, ErrorCode.NONE, low)
             partitions.append(result)
-            if not durable.done() or durable.exception() is not None:
-                pending.append((result, durable))
+            pending.append((result, durable))
         topics.append({"name": topic["name"], "partitions": partitions})
-    body = {"throttle_time_ms": 0, "topics": topics}
-    return _after_checkpoints(body, pending) if pending else body
+    return when_durable({"throttle_time_ms": 0, "topics": topics}, pending, _not_checkpointed)
 
 
 def _result(index: int, error: int, low_watermark: int = -1) -> dict:
     return {"partition_index": index, "low_watermark": low_watermark, "error_code": error}
 
 
-async def _after_checkpoints(body: dict, pending: list[tuple[dict, Future]]) -> dict:
-    for result, durable in pending:
-        try:
-            await asyncio.wrap_future(durable)
-        except OSError:
-            result.update(low_watermark=-1, error_code=ErrorCode.KAFKA_STORAGE_ERROR)
-    return body
+def _not_checkpointed(result: dict, error: BaseException) -> None:
+    result.update(low_watermark=-1, error_code=ErrorCode.KAFKA_STORAGE_ERROR)
