@@ -250,8 +250,11 @@ def consume(bootstrap: str, topic: str, size: int, count: int, cap_s: float, par
         "enable.auto.commit": False, "enable.auto.offset.store": False,
         "fetch.min.bytes": 1, "fetch.wait.max.ms": 10,
         "fetch.max.bytes": 64 * 1024 * 1024, "max.partition.fetch.bytes": 16 * 1024 * 1024,
-        "receive.message.max.bytes": 100 * 1024 * 1024, "queued.max.messages.kbytes": 256 * 1024,
-        "queued.min.messages": 1_000_000, "fetch.queue.backoff.ms": 10,  # no 1 s stall on a full queue
+        "receive.message.max.bytes": 100 * 1024 * 1024,
+        # librdkafka's own prefetch depth (64 MiB, 100k records), without its 1 s pause each time that fills.
+        # A deeper queue let a consumer buffer most of the topic: twice the page faults per record, and
+        # the faster the broker, the sooner the whole topic was buffered (bench/README.md).
+        "fetch.queue.backoff.ms": 10,
         "logger": client_log.logger})
     # Connect to the leader and look up the first offsets before the clock starts (otherwise
     # librdkafka's offset query races the connection and retries after ~0.5 s).
