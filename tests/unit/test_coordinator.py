@@ -23,13 +23,15 @@ class Harness:
     def __init__(self, **config) -> None:
         self.clock = FakeScheduler()
         self.written: list[tuple[str, list]] = []
-        self.groups = GroupCoordinator(GroupConfig(**config), self.clock, lambda g, r: self.written.append((g, r)))
+        # What the flusher returns for each write: done at once unless a test queues its own futures here.
+        self.durable: list[Future] = []
+        self.groups = GroupCoordinator(GroupConfig(**config), self.clock, self._persist)
         self.offsets = OffsetManager(self.groups, OffsetStore(), self._persist,
                                      lambda t, p: t == "t" and 0 <= p < 4, 100, 60_000)
 
     def _persist(self, group_id: str, records: list) -> Future:
         self.written.append((group_id, records))
-        return completed_future()
+        return self.durable.pop(0) if self.durable else completed_future()
 
     def commit(self, *args) -> dict:
         """OffsetManager.commit's error codes; what it accepted has a durable future (done here at once)."""
@@ -194,6 +196,77 @@ def test_sync_errors_and_follower_waits_for_leader():
     h.join_new(client="c")
     assert h.groups.sync("g", 1, leader["member_id"], None, None, None, []).result()["error_code"] == \
         EC.REBALANCE_IN_PROGRESS
+
+
+def test_sync_answers_once_the_assignment_is_on_disk():
+    """The group metadata's fsync runs on the flusher: until it is done the group stays CompletingRebalance,
+    and neither the leader nor a follower gets its assignment (a crash could still forget it)."""
+
+    async def body() -> None:
+        h = Harness()
+        leader, follower = h.join_two()
+        fsync: Future = Future()
+        h.durable.append(fsync)
+        follower_sync = h.groups.sync("g", 1, follower["member_id"], None, None, None, [])
+        leader_sync = h.groups.sync("g", 1, leader["member_id"], None, None, None,
+                                    [(leader["member_id"], b"L"), (follower["member_id"], b"F")])
+        await asyncio.sleep(0)
+        assert h.written and not leader_sync.done() and not follower_sync.done()
+        assert h.group().state is GroupState.COMPLETING_REBALANCE
+        # a follower that syncs again meanwhile waits as well
+        late = h.groups.sync("g", 1, follower["member_id"], None, None, None, [])
+        assert follower_sync.result()["error_code"] == EC.REBALANCE_IN_PROGRESS and not late.done()
+        fsync.set_result(None)
+        for _ in range(3):
+            await asyncio.sleep(0)
+        assert leader_sync.result()["assignment"] == b"L" and late.result()["assignment"] == b"F"
+        assert h.group().state is GroupState.STABLE
+
+    asyncio.run(body())
+
+
+def test_failed_group_write_answers_coordinator_not_available_and_rebalances():
+    async def body() -> None:
+        h = Harness()
+        leader, follower = h.join_two()
+        fsync: Future = Future()
+        h.durable.append(fsync)
+        follower_sync = h.groups.sync("g", 1, follower["member_id"], None, None, None, [])
+        leader_sync = h.groups.sync("g", 1, leader["member_id"], None, None, None,
+                                    [(follower["member_id"], b"F")])
+        fsync.set_exception(OSError(5, "Input/output error"))
+        for _ in range(3):
+            await asyncio.sleep(0)
+        assert leader_sync.result()["error_code"] == EC.COORDINATOR_NOT_AVAILABLE
+        assert follower_sync.result()["error_code"] == EC.COORDINATOR_NOT_AVAILABLE
+        assert h.group().state is GroupState.PREPARING_REBALANCE
+        # the members rejoin, and a write that works makes the group stable again
+        f1, f2 = h.join(member_id=leader["member_id"]), h.join(member_id=follower["member_id"])
+        r1, r2 = f1.result(), f2.result()
+        assert r1["generation_id"] == r2["generation_id"] == 2
+        lead = r1 if r1["leader"] == r1["member_id"] else r2
+        s = h.groups.sync("g", 2, lead["member_id"], None, None, None, [(lead["member_id"], b"L2")])
+        assert s.result()["assignment"] == b"L2" and h.group().state is GroupState.STABLE
+
+    asyncio.run(body())
+
+
+def test_write_that_fails_at_once_answers_coordinator_not_available():
+    """A log whose earlier fsync failed refuses the append itself."""
+
+    async def body() -> None:
+        h = Harness()
+        leader, _ = h.join_two()
+
+        def refuse(group_id: str, records: list) -> Future:
+            raise OSError(28, "No space left on device")
+
+        h.groups._persist = refuse
+        s = h.groups.sync("g", 1, leader["member_id"], None, None, None, [])
+        assert s.result()["error_code"] == EC.COORDINATOR_NOT_AVAILABLE
+        assert h.group().state is GroupState.PREPARING_REBALANCE
+
+    asyncio.run(body())
 
 
 @run

@@ -22,8 +22,12 @@ Rebalance rules (Kafka's classic protocol):
 * Session timeouts: each member's deadline moves on every join, sync, heartbeat and offset commit; a member
   with a pending join or sync is kept alive. Expiry removes the member and starts a rebalance.
 
-Group metadata is written to `__consumer_offsets` when a round completes with the leader's assignment
-(Stable) and when a group becomes Empty; offsets are handled by `OffsetManager` (offset_manager.py).
+Group metadata is written to `__consumer_offsets` when the leader hands in the assignment and when a group
+becomes Empty; offsets are handled by `OffsetManager` (offset_manager.py). The fsync runs on the log
+flusher, not on the loop: the group stays CompletingRebalance until the assignment is on disk, and only
+then becomes Stable and answers the SyncGroups, so no member acts on an assignment a crash could forget. If
+the write fails, the pending SyncGroups get COORDINATOR_NOT_AVAILABLE and the group rebalances (as Kafka's
+coordinator does when it cannot store a group).
 
 Not thread-safe; owned by the event loop.
 """
@@ -33,6 +37,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import uuid
+from concurrent.futures import Future
 from dataclasses import dataclass
 from typing import Callable
 
@@ -92,7 +97,9 @@ def sync_result(error: int, group: Group | None = None, assignment: bytes = b"")
 
 class GroupCoordinator:
     def __init__(self, config: GroupConfig, scheduler: Scheduler,
-                 persist: Callable[[str, list[tuple[bytes, bytes | None]]], None]) -> None:
+                 persist: Callable[[str, list[tuple[bytes, bytes | None]]], Future]) -> None:
+        """`persist(group_id, records)` appends to `__consumer_offsets` and returns the flusher future of
+        their fsync (OffsetsTopicLog.append)."""
         self.config = config
         self.scheduler = scheduler
         self._persist = persist
@@ -222,7 +229,7 @@ class GroupCoordinator:
             group.protocol_name = None
             group.leader_id = None
             group.transition(E.EMPTY, now)
-            self._write_group(group)
+            self._store_group(group, lambda error: self._log_store_error(group, error))
             return
         group.protocol_name = group.select_protocol()
         if group.leader_id not in group.members:
@@ -260,13 +267,27 @@ class GroupCoordinator:
                 "protocol_name": group.protocol_name, "leader": group.leader_id or "",
                 "member_id": member.member_id, "members": members, "skip_assignment": skip_assignment and is_leader}
 
-    def _write_group(self, group: Group) -> None:
+    def _store_group(self, group: Group, then: Callable[[BaseException | None], None]) -> None:
+        """Write the group's metadata; `then(error)` runs once it is on disk (error None) or has failed: at
+        once if the write is already done (a synchronous flusher), else from the loop."""
+        try:
+            durable = self._write_group(group)
+        except Exception as exc:  # the append itself failed (a log whose fsync failed refuses appends)
+            then(exc)
+            return
+        if durable.done():
+            then(durable.exception())
+            return
+        waiter = asyncio.wrap_future(durable)
+        waiter.add_done_callback(lambda f: then(f.exception() if not f.cancelled() else asyncio.CancelledError()))
+
+    def _write_group(self, group: Group) -> Future:
         members = [MemberValue(m.member_id, m.group_instance_id, m.client_id, m.client_host, m.rebalance_timeout_ms,
                                m.session_timeout_ms, m.metadata_for(group.protocol_name), m.assignment)
                    for m in group.members.values()]
         value = GroupValue(group.protocol_type or "", group.generation, group.protocol_name, group.leader_id,
                            group.state_timestamp_ms, members)
-        self._persist(group.group_id, [(group_key(group.group_id), encode_group_value(value))])
+        return self._persist(group.group_id, [(group_key(group.group_id), encode_group_value(value))])
 
     # ----------------------------------------------------------------------------------------- JoinGroup
 
@@ -349,8 +370,21 @@ class GroupCoordinator:
         self._touch(group, member)
         log.info("group %s: static member %s replaced %s", group.group_id, member.member_id, old_id)
         if group.is_(E.STABLE) and unchanged:
-            self._write_group(group)
-            fut.set_result(self._join_response(group, member, skip_assignment=True))
+            generation = group.generation
+
+            def stored(error: BaseException | None) -> None:
+                if fut.done():
+                    return
+                if error is None and group.generation == generation and member.member_id in group.members:
+                    fut.set_result(self._join_response(group, member, skip_assignment=True))
+                    return
+                self._log_store_error(group, error)
+                fut.set_result(join_error(ErrorCode.COORDINATOR_NOT_AVAILABLE if error is not None
+                                          else ErrorCode.REBALANCE_IN_PROGRESS, member.member_id))
+                if error is not None and group.is_(E.STABLE):
+                    self._prepare_rebalance(group, "group metadata could not be stored")
+
+            self._store_group(group, stored)
             return
         self._await_join(group, member, fut)
         if group.is_(E.PREPARING_REBALANCE):
@@ -424,13 +458,31 @@ class GroupCoordinator:
             given = {mid: bytes(a) for mid, a in assignments}
             for m in group.members.values():
                 m.assignment = given.get(m.member_id, b"")
-            group.transition(E.STABLE, self._now())
-            self._write_group(group)
+            generation = group.generation
+            self._store_group(group, lambda error: self._assignment_stored(group, generation, error))
+        return fut
+
+    def _assignment_stored(self, group: Group, generation: int, error: BaseException | None) -> None:
+        """The leader's assignment is on disk (or failed to get there): answer the pending SyncGroups."""
+        if group.generation != generation or not group.is_(E.COMPLETING_REBALANCE):
+            return  # a later rebalance has answered them already
+        if error is not None:
+            self._log_store_error(group, error)
             for m in group.members.values():
                 pending, m.sync_future = m.sync_future, None
-                _resolve(pending, sync_result(0, group, m.assignment))
-            log.info("group %s: stable at generation %d", group.group_id, group.generation)
-        return fut
+                _resolve(pending, sync_result(ErrorCode.COORDINATOR_NOT_AVAILABLE))
+            self._prepare_rebalance(group, "group metadata could not be stored")
+            return
+        group.transition(E.STABLE, self._now())
+        for m in group.members.values():
+            pending, m.sync_future = m.sync_future, None
+            _resolve(pending, sync_result(0, group, m.assignment))
+        log.info("group %s: stable at generation %d", group.group_id, group.generation)
+
+    @staticmethod
+    def _log_store_error(group: Group, error: BaseException | None) -> None:
+        if error is not None:
+            log.error("group %s: could not store the group metadata: %s", group.group_id, error)
 
     # ----------------------------------------------------------------------------------------- Heartbeat
 

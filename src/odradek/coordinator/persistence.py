@@ -253,8 +253,8 @@ class OffsetsTopicLog:
     Every `append` is one v2 batch (``records.codec.build_batch``) appended to the group's partition; the
     fsync is queued on the log flusher and `append` returns its future, so a caller acknowledges once it is
     done and never loses an acknowledged commit, while the event loop goes on serving. `write` is the same
-    but returns only when the records are on disk, for callers whose next step needs that (state machines
-    of the group and transaction coordinators).
+    but returns only when the records are on disk, for callers whose next step needs that (the state machine
+    of the transaction coordinator).
 
     Replay cost is bounded by snapshots: `maybe_compact` rewrites the live keys of a partition (the last
     value of every key, tombstones dropped) as fresh batches at the end of the log, fsyncs them, and then

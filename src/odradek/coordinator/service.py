@@ -56,7 +56,7 @@ class Coordinator:
             initial_rebalance_quiet_ms=config.int("group.initial.rebalance.quiet.ms"),
             max_size=config.int("group.max.size"),
         )
-        self.groups = GroupCoordinator(group_config, self.scheduler, self.log.write)
+        self.groups = GroupCoordinator(group_config, self.scheduler, self.log.append)
         self.offsets = OffsetManager(self.groups, self.store, self.log.append, partition_exists,
                                      config.int("offset.metadata.max.bytes"),
                                      config.int("offsets.retention.minutes") * 60_000)
