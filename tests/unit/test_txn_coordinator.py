@@ -3,6 +3,7 @@ offsets, and recovery from `__transaction_state`."""
 
 from __future__ import annotations
 
+from concurrent.futures import Future
 from pathlib import Path
 
 import pytest
@@ -141,6 +142,58 @@ def test_prepared_transaction_is_completed_at_load(env: Env, monkeypatch: pytest
     assert fresh.describe("t").state == S.COMPLETE_COMMIT
     assert env.data.last_stable_offset == env.data.high_watermark
     assert env.data.aborted_transactions(0, 100) == []
+
+
+class HeldFuture(Future):
+    def result(self, timeout=None):
+        if not self.done():  # a caller that waits for a held job would otherwise hang the test
+            raise AssertionError("the caller waited for an fsync that was held")
+        return super().result(timeout)
+
+
+class HeldFlusher:
+    """A log flusher that runs the next `allowed` jobs inline and holds the rest (their futures pending)."""
+
+    background = True
+
+    def __init__(self) -> None:
+        self.allowed = 1_000_000
+        self.held: list[tuple[object, Future]] = []
+
+    def submit(self, job) -> Future:
+        future: Future = HeldFuture()
+        if self.allowed > 0 and not self.held:
+            self.allowed -= 1
+            job()
+            future.set_result(None)
+        else:
+            self.held.append((job, future))
+        return future
+
+    def release(self) -> None:
+        for job, future in self.held:
+            job()
+            future.set_result(None)
+        self.held.clear()
+
+
+def test_end_txn_waits_for_the_prepare_fsync_only(env: Env) -> None:
+    """EndTxn answers once PrepareCommit is on disk; the CompleteCommit record's fsync is queued behind it
+    (a restart before it lands finishes the commit again: test_prepared_transaction_is_completed_at_load)."""
+    flusher = HeldFlusher()
+    env.state_log.close()
+    env.state_log = PartitionLog.open(env.tmp / "__transaction_state-0", LogConfig(), clock=env.clock,
+                                      flusher=flusher)
+    c = env.coordinator()
+    pid, epoch = env.open_transaction(c, 10000)
+    flusher.allowed = 1  # PrepareCommit's fsync runs, the ones after it are held
+    assert c.end_txn("t", pid, epoch, True, FENCED) == 0
+    assert c.describe("t").state == S.COMPLETE_COMMIT
+    assert len(flusher.held) == 1, "the CompleteCommit record waits for its fsync off the caller's path"
+    assert env.data.last_stable_offset == env.data.high_watermark
+    flusher.release()
+    fresh = env.coordinator()
+    assert fresh.describe("t").state == S.COMPLETE_COMMIT
 
 
 def test_open_transaction_survives_reload_and_times_out(env: Env) -> None:

@@ -2,12 +2,17 @@
 transaction (Kafka's TransactionCoordinator, for a single node).
 
 Every state change is written to `__transaction_state` (one record per transactional id, the last one
-wins; see txn_state.py) and fsynced before the caller answers. Ending a transaction:
+wins; see txn_state.py) and fsynced before the caller answers, except the last step of ending one. Ending a
+transaction:
 
 1. the state becomes PrepareCommit / PrepareAbort (written, fsynced);
 2. a COMMIT / ABORT marker is appended to every data partition of the transaction, and on commit the
-   transaction's pending offsets (TxnOffsetCommit) are written to `__consumer_offsets`;
-3. the state becomes CompleteCommit / CompleteAbort (written).
+   transaction's pending offsets (TxnOffsetCommit) are appended to `__consumer_offsets`;
+3. the state becomes CompleteCommit / CompleteAbort (appended).
+
+Steps 2 and 3 are not waited for: their fsyncs are queued on the log flusher, which runs jobs in order, so
+the Complete* record is never on disk before the offsets of step 2. Until it is, a restart finds the
+transaction in Prepare* and does steps 2 and 3 again, which is why step 1 alone has to be durable.
 
 Step 2 runs inline, so the reply to EndTxn comes after the markers. If it fails (a storage error) the
 transaction stays in Prepare* and is retried by `tick`; meanwhile requests for the id get
@@ -83,10 +88,10 @@ class GroupOffsets:
         return 0
 
     def commit(self, group_id: str, offsets: list[tuple[tuple[str, int], OffsetValue]]) -> None:
-        """Write committed offsets to `__consumer_offsets` (fsynced) and make them visible."""
+        """Append committed offsets to `__consumer_offsets` (their fsync queued) and make them visible."""
         from odradek.coordinator.persistence import encode_offset_value, offset_key
 
-        self._c.log.write(group_id, [(offset_key(group_id, t, p), encode_offset_value(v)) for (t, p), v in offsets])
+        self._c.log.append(group_id, [(offset_key(group_id, t, p), encode_offset_value(v)) for (t, p), v in offsets])
         self._c.groups.get_or_create(group_id)
         for tp, v in offsets:
             self._c.store.put(group_id, tp, v)
@@ -114,9 +119,14 @@ class TransactionCoordinator:
 
     # ------------------------------------------------------------------------------------ persistence
 
-    def _persist(self, m: TxnMetadata) -> None:
-        """Write ``m`` (fsynced) and adopt it; raises on a storage error (the old state is kept)."""
-        self.log.write(m.transactional_id, [(encode_key(m.transactional_id), encode_value(m))])
+    def _persist(self, m: TxnMetadata, *, wait: bool = True) -> None:
+        """Write ``m`` and adopt it; raises on a storage error (the old state is kept). ``wait=False`` only
+        queues the fsync, for a state that a restart can rebuild (Complete*: see the module docstring)."""
+        records = [(encode_key(m.transactional_id), encode_value(m))]
+        if wait:
+            self.log.write(m.transactional_id, records)
+        else:
+            self.log.append(m.transactional_id, records)
         self.txns[m.transactional_id] = m
 
     def load(self) -> None:
@@ -347,7 +357,7 @@ class TransactionCoordinator:
         done.pending_offsets.clear()
         done.last_update_timestamp = now
         try:
-            self._persist(done)
+            self._persist(done, wait=False)
         except OSError as exc:
             # markers are in place; a restart would only write them again
             log.error("transaction %r: cannot write its completion: %s", m.transactional_id, exc)
