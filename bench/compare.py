@@ -18,8 +18,9 @@ consume row's clients each read the whole topic (workloads.ClientPool).
 
 One throughput run varies by ±25% on a small machine, so the throughput rows are run in rounds (5, or 1
 with --quick): each round starts every broker afresh, in turn, in an order rotated by one and reversed every
-other round, and the report shows the median. After each broker stops, the page cache's dirty data is
-written back (sync) before the next one starts. Start-up, latency, consumer group and memory are measured
+other round (noida-db last in each: brokers.py), and the report shows the median. After each broker stops,
+the page cache's dirty data is written back (sync) before the next one starts; an untimed warm-up begins
+every round. Start-up, latency, consumer group and memory are measured
 in round 1 only, to keep the run short.
 """
 
@@ -51,6 +52,7 @@ class Config:
         self.rounds = max(1, rounds) if rounds else (1 if quick else 5)
         self.clients = max(1, clients)
         self.pool: ClientPool | None = None  # started by main() for a run, not for --from-json
+        self.warm_up_s = 0.0  # how long the first warm-up took (each later round starts with one)
         if quick:
             self.records = {100: 200_000, 1024: 60_000}
             self.cap_s, self.latency_s, self.warmup_s = 2.0, 3.0, 0.5
@@ -372,7 +374,8 @@ def render(info: dict, cfg: Config, results: list[dict], loop: dict, wall_s: flo
         orders = "; ".join(f"{i}. " + ", ".join(titles[k] for k in order)
                            for i, order in enumerate(run["orders"], 1))
         how = (f"each round starts every broker afresh, in turn, runs all throughput rows on fresh topics, stops "
-               f"it and syncs the page cache, in an order rotated by one and reversed every other round ({orders})")
+               f"it and syncs the page cache, in an order rotated by one and reversed every other round, with noida-db last and an untimed warm-up "
+               f"before each round ({orders})")
     else:
         rounds_text = "a single round, so no median"
         how = "one run per broker and row; `--rounds N` gives the median of N"
@@ -569,11 +572,11 @@ def render(info: dict, cfg: Config, results: list[dict], loop: dict, wall_s: flo
 WARM_UP_ROWS = 3
 
 
-def warm_up(cfg: Config) -> None:
+def warm_up(cfg: Config) -> float:
     """Load the machine before the first timed row: after a few idle seconds this VM ran the first ~6 s of
     load 10-20 % slower, whichever broker came first (2026-11-23 02:06 UTC: Tansu 752k msgs/s first, 890-952k
     second; odradek 773k first, 950k-1.07M second). A throwaway odradek on tmpfs takes WARM_UP_ROWS 100 B
-    produce rows from the clients; nothing of it is reported."""
+    produce rows from the clients; nothing of it is reported. Returns the seconds it took."""
     spec = brokers.BrokerSpec("warm-up", "warm-up", "", brokers.odradek_command,
                               "/dev/shm" if os.access("/dev/shm", os.W_OK) else None)
     t0 = time.monotonic()
@@ -581,7 +584,7 @@ def warm_up(cfg: Config) -> None:
         proc = brokers.BrokerProcess(spec)
     except (RuntimeError, OSError) as exc:
         log(f"warm-up skipped: {exc}")
-        return
+        return time.monotonic() - t0
     try:
         for i in range(WARM_UP_ROWS):
             topic = f"warm-up-{i}"
@@ -593,6 +596,7 @@ def warm_up(cfg: Config) -> None:
     finally:
         stop_and_settle(proc)
     log(f"warm-up: {time.monotonic() - t0:.1f} s")
+    return time.monotonic() - t0
 
 
 def run_rounds(cfg: Config, specs: list[brokers.BrokerSpec], results: dict, run: dict, t0: float,
@@ -603,17 +607,21 @@ def run_rounds(cfg: Config, specs: list[brokers.BrokerSpec], results: dict, run:
         if not live:
             break
         # A round is not started unless it fits: a partial one would give some brokers one more round.
-        need = sum(results[spec.key]["round_s"][-1] for spec in live) if rnd > 1 else 0.0
+        need = cfg.warm_up_s + sum(results[spec.key]["round_s"][-1] for spec in live) if rnd > 1 else 0.0
         if time.monotonic() + need > run_deadline:
             run["stopped_early"] = (f"a round takes ~{need:.0f} s and the run's time budget had "
                                     f"{max(0.0, run_deadline - time.monotonic()):.0f} s left")
             log(f"round {rnd} not started: {run['stopped_early']}")
             break
-        # Rotated, and reversed every other round, so no broker always follows the same one.
-        shift = (rnd - 1) % len(live)
-        order = live[shift:] + live[:shift]
-        if rnd % 2 == 0:
-            order.reverse()
+        # Round r starts at the r-th broker and goes forwards, or backwards every second round, so no broker
+        # always follows the same one; a broker whose stop disturbs the next (brokers.py: last_in_round)
+        # comes last, and the next round's warm-up follows it.
+        movable = [spec for spec in live if not spec.last_in_round]
+        first, step = (rnd - 1) % max(1, len(movable)), (1 if rnd % 2 else -1)
+        order = [movable[(first + step * i) % len(movable)] for i in range(len(movable))]
+        order += [spec for spec in live if spec.last_in_round]
+        if rnd > 1:
+            warm_up(cfg)
         run["done"] = rnd
         run["orders"].append([spec.key for spec in order])
         for spec in order:
@@ -681,7 +689,7 @@ def main() -> int:
     run = {"requested": cfg.rounds, "done": 0, "orders": [], "stopped_early": None}
     cfg.pool = ClientPool(cfg.clients)
     try:
-        warm_up(cfg)
+        cfg.warm_up_s = warm_up(cfg)
         run_rounds(cfg, specs, results, run, t0, run_deadline)
     finally:
         cfg.pool.close()
