@@ -14,7 +14,7 @@ venv: $(VENV_STAMP)
 $(VENV_STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) -m pip install --quiet -e '.[test,java,spark,uvloop]'
+	$(PY) -m pip install --quiet -e '.[test,java,spark]'
 	touch $@
 
 # The editable install runs odradek from src/. Where PYTHONDONTWRITEBYTECODE is set, nothing would cache

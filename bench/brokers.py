@@ -280,13 +280,13 @@ class BrokerProcess:
         return self.proc.returncode
 
 
-def uvloop_version() -> str:
+def default_loop() -> str:
     from importlib.metadata import PackageNotFoundError, version
 
     try:
         return f"uvloop {version('uvloop')}"
     except PackageNotFoundError:
-        return "uvloop (not installed)"
+        return "asyncio"
 
 
 def specs(peers: dict) -> list[BrokerSpec]:
@@ -295,15 +295,15 @@ def specs(peers: dict) -> list[BrokerSpec]:
     out = [
         BrokerSpec("odradek-disk", "odradek (disk)",
                    f"segment files on {fs_type(disk_parent)} ({disk_parent}), default flush policy "
-                   f"(no fsync per write; rolled segments fsynced on the flusher thread), default event loop (asyncio's selector loop)",
+                   f"(no fsync per write; rolled segments fsynced on the flusher thread), default event loop ({default_loop()})",
                    odradek_command, disk_parent),
         BrokerSpec("odradek-shm", "odradek (tmpfs)",
                    "segment files on tmpfs (/dev/shm), default flush policy: memory speed, not durable",
                    odradek_command, shm, unavailable=None if shm else "/dev/shm not writable"),
-        # The event-loop evaluation: the disk configuration on uvloop.
-        BrokerSpec("odradek-uvloop", "odradek (disk, uvloop)",
-                   f"as odradek (disk), on {uvloop_version()} instead of asyncio's selector loop",
-                   lambda port, data: odradek_command(port, data) + ["--event-loop", "uvloop"], disk_parent),
+        # The event-loop evaluation: the disk configuration on asyncio's own selector loop.
+        BrokerSpec("odradek-asyncio", "odradek (disk, asyncio loop)",
+                   "as odradek (disk), on asyncio's selector loop instead of uvloop",
+                   lambda port, data: odradek_command(port, data) + ["--event-loop", "asyncio"], disk_parent),
     ]
     why = peers.get("error")
     tansu, noida = peers.get("tansu"), peers.get("noida")

@@ -647,7 +647,7 @@ def main() -> int:
     parser.add_argument("--clients", type=int, metavar="N", default=DEFAULT_CLIENTS,
                         help=f"client processes that run each throughput row together (default {DEFAULT_CLIENTS})")
     parser.add_argument("--only", metavar="KEYS",
-                        help="comma-separated subset of: odradek-disk, odradek-shm, odradek-uvloop, tansu, noida")
+                        help="comma-separated subset of: odradek-disk, odradek-shm, odradek-asyncio, tansu, noida")
     parser.add_argument("--from-json", metavar="FILE",
                         help="only re-render the report from a latest.json written earlier")
     parser.add_argument("--out-dir", default=os.path.join(brokers.BENCH, "results"),

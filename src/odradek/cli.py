@@ -37,8 +37,9 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--set", type=parse_setting, action="append", default=[], metavar="KEY=VALUE",
                        help="a broker property, overriding the config file (repeatable)")
     serve.add_argument("--log-level", default="INFO")
-    serve.add_argument("--event-loop", choices=("asyncio", "uvloop"), default="asyncio",
-                       help="asyncio's own selector loop (the default) or uvloop (pip install 'odradek[uvloop]')")
+    serve.add_argument("--event-loop", choices=("uvloop", "asyncio"), default=None,
+                       help="uvloop (the default where it is installed: every platform but Windows) or "
+                            "asyncio's own selector loop")
     from odradek.tools import groups
 
     groups.add_parser(sub)
@@ -49,20 +50,21 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def event_loop_runner(name: str):
-    """``asyncio.run`` or ``uvloop.run`` for ``--event-loop``, or None if uvloop is asked for and not installed.
+def event_loop_runner(name: str | None):
+    """``asyncio.run`` or ``uvloop.run`` for ``--event-loop`` (None: uvloop if installed), or None if the
+    named loop is not installed.
 
-    asyncio's selector loop is the default: over eight runs of make bench (2026-11-23), odradek on it was
-    faster than on uvloop in 45 of the 48 100 B throughput rows and 31 of the 48 1 KiB rows, with the
-    broker's CPU per million 100 B records produced 0.15-0.16 s against 0.16-0.19 s; its p99 latency at
-    10,000 msgs/s stayed at 0.9-3.2 ms (uvloop 0.8-2.3 ms, once 9.4 ms).
+    uvloop is the default: in each of the eleven make bench runs of 2026-11-23 the broker needed less CPU
+    on it for the latency workload (10,000 single-record produce requests a second: 77-79 % of a core
+    against 78-87 % on asyncio's loop), and once the benchmark stopped favouring one column by its order,
+    throughput was the same within noise (see the README's performance section).
     """
     if name == "asyncio":
         return asyncio.run
     try:
         import uvloop
     except ImportError:
-        return None
+        return None if name == "uvloop" else asyncio.run
     return uvloop.run
 
 
@@ -78,7 +80,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
         return 2
     run = event_loop_runner(args.event_loop)
     if run is None:
-        print("odradek: --event-loop uvloop needs uvloop (pip install 'odradek[uvloop]')", file=sys.stderr)
+        print("odradek: --event-loop uvloop needs uvloop (pip install uvloop)", file=sys.stderr)
         return 2
     from odradek.broker.core import Broker
     from odradek.broker.handlers import load_handlers
