@@ -54,9 +54,9 @@ def event_loop_runner(name: str | None):
     """``asyncio.run`` or ``uvloop.run`` for ``--event-loop`` (None: uvloop if installed), or None if the
     named loop is not installed.
 
-    uvloop is the default: in each of the eleven make bench runs of 2026-11-23 the broker needed less CPU
-    on it for the latency workload (10,000 single-record produce requests a second: 77-79 % of a core
-    against 78-87 % on asyncio's loop), and once the benchmark stopped favouring one column by its order,
+    uvloop is the default: in each of the twelve make bench runs of 2026-11-23 the broker needed less CPU
+    on it for the latency workload (about 7,000 produce requests a second: 75-79 % of a core against
+    77-87 % on asyncio's loop), and once the benchmark stopped favouring one column by its order,
     throughput was the same within noise (see the README's performance section).
     """
     if name == "asyncio":
