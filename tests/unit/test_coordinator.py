@@ -57,6 +57,18 @@ class Harness:
         r1, r2 = f1.result(), f2.result()
         return (r1, r2) if r1["leader"] == r1["member_id"] else (r2, r1)
 
+    def sync_two_with_held_write(self, assign) -> tuple[Future, asyncio.Future, asyncio.Future, dict, dict]:
+        """join_two, then the follower and the leader sync (the leader hands in `assign(leader_id,
+        follower_id)`) while the group write's fsync is held: (that fsync, the follower's and the leader's
+        SyncGroup, the leader's and the follower's JoinGroup results)."""
+        leader, follower = self.join_two()
+        fsync: Future = Future()
+        self.durable.append(fsync)
+        follower_sync = self.groups.sync("g", 1, follower["member_id"], None, None, None, [])
+        leader_sync = self.groups.sync("g", 1, leader["member_id"], None, None, None,
+                                       assign(leader["member_id"], follower["member_id"]))
+        return fsync, follower_sync, leader_sync, leader, follower
+
     def group(self, gid: str = "g"):
         return self.groups.groups[gid]
 
@@ -204,12 +216,8 @@ def test_sync_answers_once_the_assignment_is_on_disk():
 
     async def body() -> None:
         h = Harness()
-        leader, follower = h.join_two()
-        fsync: Future = Future()
-        h.durable.append(fsync)
-        follower_sync = h.groups.sync("g", 1, follower["member_id"], None, None, None, [])
-        leader_sync = h.groups.sync("g", 1, leader["member_id"], None, None, None,
-                                    [(leader["member_id"], b"L"), (follower["member_id"], b"F")])
+        fsync, follower_sync, leader_sync, _, follower = h.sync_two_with_held_write(
+            lambda lead, follow: [(lead, b"L"), (follow, b"F")])
         await asyncio.sleep(0)
         assert h.written and not leader_sync.done() and not follower_sync.done()
         assert h.group().state is GroupState.COMPLETING_REBALANCE
@@ -228,12 +236,8 @@ def test_sync_answers_once_the_assignment_is_on_disk():
 def test_failed_group_write_answers_coordinator_not_available_and_rebalances():
     async def body() -> None:
         h = Harness()
-        leader, follower = h.join_two()
-        fsync: Future = Future()
-        h.durable.append(fsync)
-        follower_sync = h.groups.sync("g", 1, follower["member_id"], None, None, None, [])
-        leader_sync = h.groups.sync("g", 1, leader["member_id"], None, None, None,
-                                    [(follower["member_id"], b"F")])
+        fsync, follower_sync, leader_sync, leader, follower = h.sync_two_with_held_write(
+            lambda lead, follow: [(follow, b"F")])
         fsync.set_exception(OSError(5, "Input/output error"))
         for _ in range(3):
             await asyncio.sleep(0)
