@@ -17,7 +17,7 @@ decides how fast the clients go. A produce row's clients each produce their reco
 consume row's clients each read the whole topic (workloads.ClientPool).
 
 One throughput run varies by ±25% on a small machine, so the throughput rows are run in rounds (5, or 1
-with --quick): each round starts every broker afresh, in turn, in an order rotated by one and reversed every
+with --quick): each round starts every broker afresh, in turn, round r at the r-th broker and backwards every
 other round (noida-db last in each: brokers.py), and the report shows the median. After each broker stops,
 the page cache's dirty data is written back (sync) before the next one starts; an untimed warm-up begins
 every round. Start-up, latency, consumer group and memory are measured
@@ -138,10 +138,7 @@ def run_throughput(proc: brokers.BrokerProcess, cfg: Config, attempt, skip: set[
     run_id = uuid.uuid4().hex[:6]
     out: dict[str, dict] = {}
     stored = 0
-    warm_topic = f"bench-{run_id}-warmup"
-    attempt(lambda: (create_topic(proc.bootstrap, warm_topic, 1), cfg.pool.run(
-        "produce", cfg.cap_s, proc.pid, bootstrap=proc.bootstrap, topic=warm_topic, size=SIZES[0],
-        count=cfg.records[SIZES[0]] // 5, acks="1")))
+    attempt(lambda: produce_untimed(cfg, proc, f"bench-{run_id}-warmup", cfg.records[SIZES[0]] // 5))
     for size in SIZES:
         for partitions in PARTITIONS:
             for acks in ACKS:
@@ -174,6 +171,13 @@ def run_throughput(proc: brokers.BrokerProcess, cfg: Config, attempt, skip: set[
                 out[ckey] = c = attempt(read_back)
                 log(f"  {ckey}: " + (c["na"] if "na" in c else f"{c['msgs_per_s']:,.0f} msg/s"))
     return out, stored
+
+
+def produce_untimed(cfg: Config, proc: brokers.BrokerProcess, topic: str, count: int) -> None:
+    """Load `proc` without measuring: the clients each produce `count` 100 B records into a new `topic`."""
+    create_topic(proc.bootstrap, topic, 1)
+    cfg.pool.run("produce", cfg.cap_s, proc.pid, bootstrap=proc.bootstrap, topic=topic, size=SIZES[0],
+                 count=count, acks="1")
 
 
 def stop_and_settle(proc: brokers.BrokerProcess) -> int | None:
@@ -374,8 +378,8 @@ def render(info: dict, cfg: Config, results: list[dict], loop: dict, wall_s: flo
         orders = "; ".join(f"{i}. " + ", ".join(titles[k] for k in order)
                            for i, order in enumerate(run["orders"], 1))
         how = (f"each round starts every broker afresh, in turn, runs all throughput rows on fresh topics, stops "
-               f"it and syncs the page cache, in an order rotated by one and reversed every other round, with noida-db last and an untimed warm-up "
-               f"before each round ({orders})")
+               f"it and syncs the page cache; round r starts at the r-th broker and goes backwards every other "
+               f"round, with noida-db last, and an untimed warm-up begins each round ({orders})")
     else:
         rounds_text = "a single round, so no median"
         how = "one run per broker and row; `--rounds N` gives the median of N"
@@ -587,10 +591,7 @@ def warm_up(cfg: Config) -> float:
         return time.monotonic() - t0
     try:
         for i in range(WARM_UP_ROWS):
-            topic = f"warm-up-{i}"
-            create_topic(proc.bootstrap, topic, 1)
-            cfg.pool.run("produce", cfg.cap_s, proc.pid, bootstrap=proc.bootstrap, topic=topic, size=SIZES[0],
-                         count=cfg.records[SIZES[0]], acks="1")
+            produce_untimed(cfg, proc, f"warm-up-{i}", cfg.records[SIZES[0]])
     except Exception as exc:  # a failed warm-up costs comparability, not the run
         log(f"warm-up stopped: {short(exc)}")
     finally:
