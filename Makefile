@@ -5,7 +5,7 @@ PY := $(VENV)/bin/python
 VENV_STAMP := $(VENV)/.odradek-installed
 SYSTEM_STAMP := $(VENV)/.odradek-system-deps
 
-.PHONY: install venv bytecode system-deps run test compat unit bench bench-spark pipeline clean
+.PHONY: install venv bytecode system-deps run cluster test compat unit bench bench-spark pipeline clean
 
 install: venv system-deps
 
@@ -23,7 +23,7 @@ $(VENV_STAMP): pyproject.toml
 bytecode: venv
 	$(PY) -m compileall -q src >/dev/null
 
-# kcat and a JDK for the interop tests (Debian packages; installed only where missing).
+# kcat, a JDK and ZooKeeper for the interop and cluster tests (Debian packages; installed only where missing).
 system-deps: $(SYSTEM_STAMP)
 
 $(SYSTEM_STAMP): tools/install-system-deps.sh | $(VENV_STAMP)
@@ -32,6 +32,10 @@ $(SYSTEM_STAMP): tools/install-system-deps.sh | $(VENV_STAMP)
 
 run: venv bytecode
 	$(VENV)/bin/odradek serve --listen 127.0.0.1:9092 --data-dir ./data
+
+# ZooKeeper on 127.0.0.1:2181 and brokers 1-3 on 127.0.0.1:9092-9094, data and logs in ./data/cluster; Ctrl-C stops it.
+cluster: venv bytecode system-deps
+	$(VENV)/bin/odradek cluster run --brokers 3 --base-port 9092 --data-dir ./data/cluster
 
 # The JUnit report feeds docs/compatibility.md: `make compat` after a test run.
 test: install bytecode

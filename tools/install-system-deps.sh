@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
-# Installs the Debian packages the interop tests drive: kcat and a JDK (javac) for the Java client harness.
+# Installs the Debian packages the tests drive: kcat, a JDK (javac) for the Java client harness, and
+# ZooKeeper (its jars in /usr/share/java) for cluster mode and the cluster tests.
 set -euo pipefail
 missing=()
 command -v kcat >/dev/null 2>&1 || missing+=(kcat)
 command -v javac >/dev/null 2>&1 || missing+=(default-jdk-headless)
+[ -f /usr/share/java/zookeeper.jar ] || missing+=(zookeeper)
 [ ${#missing[@]} -eq 0 ] && exit 0
 sudo=""
 if [ "$(id -u)" -ne 0 ]; then

@@ -43,9 +43,15 @@ def build_parser() -> argparse.ArgumentParser:
     from odradek.tools import groups
 
     groups.add_parser(sub)
+    from odradek.tools import cluster
+
+    cluster.add_parser(sub)
+    # No -h of its own: `odradek pipeline NAME --help` is the pipeline's help; `odradek pipeline [--help]`
+    # lists the pipelines (main below).
     pipeline = sub.add_parser("pipeline", help="run a shipped PySpark pipeline (needs the 'spark' extra)",
                               add_help=False)
-    pipeline.add_argument("name", help="pipeline name: clickstream")
+    pipeline.add_argument("-h", "--help", action="store_true", dest="list_pipelines", help="list the pipelines")
+    pipeline.add_argument("name", nargs="?", help="pipeline name: clickstream")
     pipeline.add_argument("args", nargs=argparse.REMAINDER, help="the pipeline's options (NAME --help lists them)")
     return parser
 
@@ -111,8 +117,16 @@ def main(argv: list[str] | None = None) -> int:
         from odradek.tools import groups
 
         return groups.run(args)
-    if args.command == "pipeline":
-        from odradek.pipelines import run_pipeline
+    if args.command == "cluster":
+        from odradek.tools import cluster
 
+        return cluster.run(args)
+    if args.command == "pipeline":
+        from odradek.pipelines import PIPELINES, run_pipeline
+
+        if args.list_pipelines or args.name is None:
+            print("usage: odradek pipeline NAME [options]   (NAME --help lists a pipeline's options)\n"
+                  f"pipelines: {', '.join(PIPELINES)}; they need the 'spark' extra: pip install 'odradek[spark]'")
+            return 0 if args.list_pipelines else 2
         return run_pipeline(args.name, args.args)
     return 2
