@@ -98,10 +98,19 @@ def cmd_serve(args: argparse.Namespace) -> int:
     load_handlers()
     host, port = args.listen
     adv_host, adv_port = args.advertise or (host if host not in ("0.0.0.0", "::") else "127.0.0.1", port)
-    broker = Broker(config, args.data_dir, adv_host, adv_port)
+    from odradek.cluster import ClusterError
+
+    try:
+        broker = Broker(config, args.data_dir, adv_host, adv_port)
+    except ClusterError as exc:
+        print(f"odradek: configuration error: {exc}", file=sys.stderr)
+        return 2
     broker.load()
     try:
         run(serve(broker, host, port))
+    except ClusterError as exc:
+        print(f"odradek: cannot join the cluster: {exc}", file=sys.stderr)
+        return 1
     except OSError as exc:
         print(f"odradek: cannot listen on {host}:{port}: {exc}", file=sys.stderr)
         broker.close()

@@ -1,4 +1,5 @@
-"""The classic group state machine, driven with a fake clock (no sockets, no broker process)."""
+"""The classic group state machine, driven with a fake clock (no sockets, no broker process); the
+`__consumer_offsets` log and the Coordinator's partition load/unload on real partitions led by one broker."""
 
 from __future__ import annotations
 
@@ -7,24 +8,48 @@ from concurrent.futures import Future
 
 import pytest
 
+from coordinator_support import Node, key_on, offsets_coordinator, run
+from odradek.cluster.partition import NotLeaderError
+from odradek.coordinator import OFFSETS_TOPIC, Coordinator
 from odradek.coordinator.group import GroupState
 from odradek.coordinator.group_coordinator import GroupConfig, GroupCoordinator, JoinRequest
 from odradek.coordinator.offset_manager import OffsetManager
 from odradek.coordinator.offsets import OffsetStore
+from odradek.coordinator.persistence import (
+    OffsetsTopicLog,
+    OffsetValue,
+    ReplayedRecord,
+    decode_key,
+    decode_offset_value,
+    encode_offset_value,
+    group_key,
+    offset_key,
+)
 from odradek.coordinator.timers import FakeScheduler
 from odradek.protocol.errors import ErrorCode as EC
-from odradek.storage.flusher import completed_future
+from odradek.records.batch import validate_v2
+from odradek.records.codec import COMMIT, build_control_batch
+from odradek.storage import LogConfig
+from odradek.storage.flusher import LogFlusher, completed_future
 
 SESSION = 10_000
 REBALANCE = 30_000
 
 
 class Harness:
-    def __init__(self, **config) -> None:
-        self.clock = FakeScheduler()
+    """A GroupCoordinator and an OffsetManager on a fake clock, whose writes are recorded instead of stored;
+    or, given a `Coordinator`, the same helpers over it (its writes go to real `__consumer_offsets` logs)."""
+
+    def __init__(self, coordinator: Coordinator | None = None, **config) -> None:
         self.written: list[tuple[str, list]] = []
         # What the flusher returns for each write: done at once unless a test queues its own futures here.
         self.durable: list[Future] = []
+        if coordinator is not None:
+            self.clock = coordinator.scheduler
+            self.groups = coordinator.groups
+            self.offsets = coordinator.offsets
+            return
+        self.clock = FakeScheduler()
         self.groups = GroupCoordinator(GroupConfig(**config), self.clock, self._persist)
         self.offsets = OffsetManager(self.groups, OffsetStore(), self._persist,
                                      lambda t, p: t == "t" and 0 <= p < 4, 100, 60_000)
@@ -71,19 +96,6 @@ class Harness:
 
     def group(self, gid: str = "g"):
         return self.groups.groups[gid]
-
-
-def run(fn):
-    """Run a test body inside an event loop (futures need one); the body never awaits real time."""
-
-    def wrapper(*args, **kwargs):
-        async def body():
-            fn(*args, **kwargs)
-
-        asyncio.run(body())
-
-    wrapper.__name__ = fn.__name__
-    return wrapper
 
 
 def stable_group(h: Harness, n: int) -> list[str]:
@@ -346,25 +358,51 @@ def test_offset_commit_validation():
 
 
 @run
-def test_delete_groups_and_offsets():
+async def test_delete_groups_and_offsets():
     h = Harness()
     a, = stable_group(h, 1)
     h.commit("g", 1, a, None, -1, [("t", [(0, 1, -1, None, -1), (1, 2, -1, None, -1)])])
-    assert h.offsets.delete_groups(["g", "missing"]) == [("g", EC.NON_EMPTY_GROUP), ("missing", EC.GROUP_ID_NOT_FOUND)]
-    assert h.offsets.delete_offsets("missing", [("t", [0])])[0] == EC.GROUP_ID_NOT_FOUND
+    assert await h.offsets.delete_groups(["g", "missing"]) == [("g", EC.NON_EMPTY_GROUP),
+                                                               ("missing", EC.GROUP_ID_NOT_FOUND)]
+    assert (await h.offsets.delete_offsets("missing", [("t", [0])]))[0] == EC.GROUP_ID_NOT_FOUND
     h.group().members[a].protocols = [("range", b"\x00\x00" + b"\x00\x00\x00\x01" + b"\x00\x01t" + b"\xff\xff\xff\xff")]
-    err, res = h.offsets.delete_offsets("g", [("t", [0])])
+    err, res = await h.offsets.delete_offsets("g", [("t", [0])])
     assert err == 0 and res == {("t", 0): EC.GROUP_SUBSCRIBED_TO_TOPIC}
     h.groups.leave("g", [(a, None)])
-    err, res = h.offsets.delete_offsets("g", [("t", [0]), ("zz", [0])])
+    err, res = await h.offsets.delete_offsets("g", [("t", [0]), ("zz", [0])])
     assert res == {("t", 0): 0, ("zz", 0): EC.UNKNOWN_TOPIC_OR_PARTITION}
     assert [p for p, _ in h.offsets.fetch("g", None)[0][1]] == [1]
-    assert h.offsets.delete_groups(["g"]) == [("g", 0)]
+    assert await h.offsets.delete_groups(["g"]) == [("g", 0)]
     assert "g" not in h.groups.groups and h.offsets.fetch("g", None) == []
+    assert h.written[-1] == ("g", [(offset_key("g", "t", 1), None), (group_key("g"), None)])
 
 
 @run
-def test_offsets_expire_only_once_group_is_empty():
+async def test_deletes_change_the_store_once_their_tombstones_are_durable():
+    """OffsetDelete and DeleteGroups wait (without blocking the loop) for their tombstones' fsync and
+    replication before the store changes; a tombstone that cannot be written changes nothing and is
+    answered COORDINATOR_NOT_AVAILABLE."""
+    h = Harness()
+    h.commit("s", -1, "", None, -1, [("t", [(0, 1, -1, None, -1), (1, 2, -1, None, -1)])])
+    held: Future = Future()
+    h.durable.append(held)
+    deleting = asyncio.ensure_future(h.offsets.delete_offsets("s", [("t", [0])]))
+    for _ in range(3):
+        await asyncio.sleep(0)
+    assert h.written[-1] == ("s", [(offset_key("s", "t", 0), None)])
+    assert not deleting.done() and h.offsets.fetch("s", [("t", [0])])[0][1][0][1].offset == 1
+    held.set_result(None)
+    assert await deleting == (0, {("t", 0): 0})
+    assert h.offsets.fetch("s", [("t", [0, 1])])[0][1][0] == (0, None)
+    failed: Future = Future()
+    failed.set_exception(OSError(5, "Input/output error"))
+    h.durable.append(failed)
+    assert await h.offsets.delete_groups(["s"]) == [("s", EC.COORDINATOR_NOT_AVAILABLE)]
+    assert "s" in h.groups.groups and h.offsets.fetch("s", [("t", [1])])[0][1][0][1].offset == 2
+
+
+@run
+async def test_offsets_expire_only_once_group_is_empty():
     h = Harness()
     a, = stable_group(h, 1)
     h.commit("g", 1, a, None, -1, [("t", [(0, 1, -1, None, -1)])])
@@ -373,16 +411,17 @@ def test_offsets_expire_only_once_group_is_empty():
     for _ in range(7):
         h.clock.advance(SESSION - 1)
         h.groups.heartbeat("g", 1, a, None)
-    h.offsets.expire()  # 70 s later: s expired (60 s retention), g is still active, r expired after 1 s
+    # 70 s later: s expired (60 s retention), g is still active, r expired after 1 s
+    assert await h.offsets.expire() == 2
     assert h.offsets.fetch("s", None) == [] and h.offsets.fetch("r", None) == []
     assert "s" not in h.groups.groups
     assert h.offsets.fetch("g", None) != []
     h.groups.leave("g", [(a, None)])
     h.clock.advance(59_000)
-    h.offsets.expire()
+    assert await h.offsets.expire() == 0
     assert h.offsets.fetch("g", None) != []
     h.clock.advance(1_000)
-    h.offsets.expire()
+    assert await h.offsets.expire() == 1
     assert h.offsets.fetch("g", None) == [] and "g" not in h.groups.groups
 
 
@@ -413,50 +452,100 @@ def test_record_formats_round_trip():
     assert p.decode_group_value(p.encode_group_value(g)) == g
 
 
-def test_replay_and_snapshot_bound_the_log(tmp_path):
-    from odradek.coordinator.persistence import OffsetsTopicLog, decode_key, decode_offset_value
-    from odradek.coordinator.persistence import OffsetValue, encode_offset_value, offset_key
-    from odradek.storage.config import LogConfig
-    from odradek.storage.log import PartitionLog
-
-    logs = {i: PartitionLog.open(tmp_path / f"__consumer_offsets-{i}", LogConfig(segment_bytes=4096)) for i in range(2)}
-    w = OffsetsTopicLog(2, logs.get, lambda: 1)
-    for i in range(300):
-        w.write("grp", [(offset_key("grp", "t", i % 3), encode_offset_value(OffsetValue(i)))])
-    w.write("grp", [(offset_key("grp", "t", 2), None)])
-    part = w.partition_for("grp")
-    assert logs[part].log_end_offset == 301
-    assert w.maybe_compact(min_records=100) == 1
-    assert logs[part].log_start_offset == 301 and logs[part].segment_count < 10
-    r = OffsetsTopicLog(2, logs.get, lambda: 1)
+def offsets_records(w: OffsetsTopicLog, partition: int) -> dict:
+    """The live offsets a replay of ``partition`` finds (last value per key, tombstones delete)."""
     live = {}
-    for k, v in r.replay():
-        live[decode_key(k)] = None if v is None else decode_offset_value(v).offset
-    assert live == {("offset", "grp", "t", 0): 297, ("offset", "grp", "t", 1): 298}
-    for plog in logs.values():
-        plog.close()
+    for rec in w.replay(partition):
+        assert rec.producer_id == -1 and rec.marker is None
+        live[decode_key(rec.key)] = None if rec.value is None else decode_offset_value(rec.value).offset
+    return {k: v for k, v in live.items() if v is not None}
 
 
-def test_an_append_is_visible_at_once_and_durable_when_the_flusher_has_run(tmp_path):
+@run
+async def test_replay_and_snapshot_bound_the_log(tmp_path):
+    node = Node(tmp_path)
+    for i in range(2):
+        node.lead(OFFSETS_TOPIC, i, LogConfig(segment_bytes=4096))
+    w = OffsetsTopicLog(2, node.replicas_of(OFFSETS_TOPIC), lambda: 1)
+    for i in range(300):
+        assert w.append("grp", [(offset_key("grp", "t", i % 3), encode_offset_value(OffsetValue(i)))]).done()
+    assert w.append("grp", [(offset_key("grp", "t", 2), None)]).done()
+    part = w.partition_for("grp")
+    plog = node.log(OFFSETS_TOPIC, part)
+    assert plog.log_end_offset == plog.high_watermark == 301
+    assert await w.maybe_compact(min_records=100) == 1
+    assert plog.log_start_offset == 301 and plog.segment_count < 10
+    assert await w.maybe_compact(min_records=100) == 0  # nothing new since the snapshot
+    r = OffsetsTopicLog(2, node.replicas_of(OFFSETS_TOPIC), lambda: 1)
+    assert len(list(r.replay(part))) == 2, "a replay reads the snapshot only"
+    assert offsets_records(r, part) == {("offset", "grp", "t", 0): 297, ("offset", "grp", "t", 1): 298}
+    assert list(r.replay(1 - part)) == []
+    node.close()
+
+
+@run
+async def test_replay_reports_transactions_and_a_snapshot_waits_for_their_end(tmp_path):
+    """TxnOffsetCommit records are one transactional batch of the producer: a replay reports them with the
+    producer id, then the marker that ends the transaction; no snapshot is taken while it is open, and once
+    committed (`commit_live`) its records are part of the next snapshot."""
+    node = Node(tmp_path)
+    partition = node.lead(OFFSETS_TOPIC, 0)
+    w = OffsetsTopicLog(1, node.replicas_of(OFFSETS_TOPIC), lambda: 1)
+    for i in range(10):
+        w.append("grp", [(offset_key("grp", "t", 0), encode_offset_value(OffsetValue(i)))])
+    txn_record = (offset_key("grp", "t", 1), encode_offset_value(OffsetValue(77)))
+    assert w.append_transactional(0, 9, 0, [txn_record]).done()
+    assert await w.maybe_compact(min_records=5) == 0, "the open transaction's records must stay"
+    marker = bytearray(build_control_batch(COMMIT, 9, 0, 0, 1))
+    partition.append_marker(marker, validate_v2(marker)[0][1], False, 0)
+    replayed = list(w.replay(0))
+    assert replayed[-2:] == [ReplayedRecord(*txn_record, 9, None), ReplayedRecord(None, None, 9, COMMIT)]
+    assert all(r.producer_id == -1 for r in replayed[:-2]) and len(replayed) == 12
+    w.commit_live(0, [txn_record])
+    assert await w.maybe_compact(min_records=5) == 1
+    assert offsets_records(w, 0) == {("offset", "grp", "t", 0): 9, ("offset", "grp", "t", 1): 77}
+    node.close()
+
+
+def test_an_append_is_visible_at_once_and_done_when_flushed_and_replicated(tmp_path):
+    """The future of an append is done only when the flusher has synced it and the high watermark has
+    passed it (here a follower in the ISR has to fetch it first)."""
     import threading
-
-    from odradek.coordinator.persistence import OffsetsTopicLog, OffsetValue, encode_offset_value, offset_key
-    from odradek.storage.config import LogConfig
-    from odradek.storage.flusher import LogFlusher
-    from odradek.storage.log import PartitionLog
 
     flusher = LogFlusher()
     release = threading.Event()
     flusher.submit(lambda: release.wait(10))  # the disk is "slow" until released
-    plog = PartitionLog.open(tmp_path / "__consumer_offsets-0", LogConfig(), flusher=flusher)
-    w = OffsetsTopicLog(1, {0: plog}.get, lambda: 1)
+    node = Node(tmp_path)
+    partition = node.lead(OFFSETS_TOPIC, 0, flusher=flusher, isr=(0, 1))
+    w = OffsetsTopicLog(1, node.replicas_of(OFFSETS_TOPIC), lambda: 1)
     durable = w.append("grp", [(offset_key("grp", "t", 0), encode_offset_value(OffsetValue(5)))])
-    assert plog.log_end_offset == 1 and not durable.done()
+    assert partition.log.log_end_offset == 1 and partition.log.high_watermark == 0 and not durable.done()
     release.set()
+    partition.log.request_flush().result(10)  # the append's fsync has run...
+    assert not durable.done()  # ...but the follower does not hold the record yet
+    partition.update_follower(1, 1, now_ms=0)
     durable.result(10)
     assert w.append("grp", []).done()
-    plog.close()
+    node.close()
     flusher.close()
+
+
+def test_appends_need_leadership(tmp_path):
+    """Only the leader appends; a write waiting for the ISR when leadership moves fails with NotLeaderError
+    (the next leader may truncate it away)."""
+    node = Node(tmp_path)
+    partition = node.lead(OFFSETS_TOPIC, 0, isr=(0, 1))
+    w = OffsetsTopicLog(1, node.replicas_of(OFFSETS_TOPIC), lambda: 1)
+    waiting = w.append("grp", [(offset_key("grp", "t", 0), encode_offset_value(OffsetValue(5)))])
+    partition.make_follower(leader_id=1, leader_epoch=1, isr=[0, 1], replicas=[0, 1], zk_version=1)
+    with pytest.raises(NotLeaderError):
+        waiting.result(0)
+    with pytest.raises(NotLeaderError):
+        w.append("grp", [(offset_key("grp", "t", 0), encode_offset_value(OffsetValue(6)))])
+    with pytest.raises(NotLeaderError):
+        w.append_transactional(0, 9, 0, [(offset_key("grp", "t", 0), encode_offset_value(OffsetValue(6)))])
+    assert partition.log.log_end_offset == 1
+    node.close()
 
 
 @pytest.mark.parametrize("dummy", [0])
@@ -497,3 +586,56 @@ def test_restore_brings_back_a_stable_group_whose_members_then_expire():
     assert h.groups.sync("g", 4, "m1", None, None, None, []).result()["assignment"] == b"A"
     h.clock.advance(SESSION)
     assert h.group().state is GroupState.EMPTY and h.group().generation == 5
+
+
+@run
+async def test_a_loaded_partition_brings_back_its_groups_and_offsets(tmp_path):
+    """A new coordinator (after a restart or a failover) replays the partitions it leads: a Stable group
+    keeps its generation, leader, members and assignments; committed offsets come back; a group with only
+    simple commits comes back Empty."""
+    node = Node(tmp_path)
+    h = Harness(offsets_coordinator(node, 2, lambda t, p: t == "t"))
+    a, b = stable_group(h, 2)
+    h.commit("g", 1, a, None, -1, [("t", [(0, 7, 3, "meta", -1)])])
+    h.commit("s", -1, "", None, -1, [("t", [(1, 4, -1, None, -1)])])
+    leader = h.group().leader_id
+    h.groups.close()
+    node.restart()
+    fresh = Harness(offsets_coordinator(node, 2, lambda t, p: t == "t"))
+    g = fresh.group()
+    assert (g.state, g.generation, g.leader_id, set(g.members)) == (GroupState.STABLE, 1, leader, {a, b})
+    assert fresh.groups.heartbeat("g", 1, a, None) == 0
+    assert fresh.groups.sync("g", 1, b, None, None, None, []).result()["assignment"] == f"a-{b}".encode()
+    (topic, parts), = fresh.offsets.fetch("g", None)
+    assert topic == "t" and [(p, v.offset, v.leader_epoch, v.metadata) for p, v in parts] == [(0, 7, 3, "meta")]
+    assert fresh.group("s").state is GroupState.EMPTY and fresh.offsets.fetch("s", [("t", [1])])[0][1][0][1].offset == 4
+
+
+@run
+async def test_unloading_a_partition_forgets_its_groups_and_answers_not_coordinator(tmp_path):
+    """When leadership of a `__consumer_offsets` partition moves away, its groups are dropped: pending
+    JoinGroup and SyncGroup answer NOT_COORDINATOR, `owns` says no, other partitions' groups stay. Loading
+    it again rebuilds what was written."""
+    node = Node(tmp_path)
+    c = offsets_coordinator(node, 2, lambda t, p: t == "t")
+    h = Harness(c)
+    moved = c.partition_of("g")
+    joining, simple, elsewhere = key_on(moved, 2, "j"), key_on(moved, 2, "s"), key_on(1 - moved, 2, "e")
+    leader, follower = h.join_two()
+    sync_wait = h.groups.sync("g", 1, follower["member_id"], None, None, None, [])
+    join_wait = h.join_new(group=joining)
+    h.commit(simple, -1, "", None, -1, [("t", [(0, 3, -1, None, -1)])])
+    h.commit(elsewhere, -1, "", None, -1, [("t", [(0, 5, -1, None, -1)])])
+    assert not sync_wait.done() and not join_wait.done()
+    assert all(c.owns(g) for g in ("g", joining, simple, elsewhere))
+    c.unload_partition(moved)
+    assert sync_wait.result()["error_code"] == EC.NOT_COORDINATOR
+    assert join_wait.result()["error_code"] == EC.NOT_COORDINATOR
+    assert not any(c.owns(g) for g in ("g", joining, simple)) and c.owns(elsewhere)
+    assert not {"g", joining, simple} & set(c.groups.groups) and c.offsets.fetch(simple, None) == []
+    assert c.offsets.fetch(elsewhere, [("t", [0])])[0][1][0][1].offset == 5
+    h.clock.advance(REBALANCE)  # the dropped groups' timers do nothing any more
+    assert not {"g", joining} & set(c.groups.groups)
+    c.load_partition(moved)
+    assert c.owns(simple) and c.offsets.fetch(simple, [("t", [0])])[0][1][0][1].offset == 3
+    assert "g" not in c.groups.groups  # its assignment was never stored: its members join again

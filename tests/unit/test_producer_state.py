@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from coordinator_support import run
 from odradek.coordinator.producer_ids import ProducerIdFileError, ProducerIdManager
 from odradek.records.batch import read_header, validate_v2
 from odradek.records.codec import build_batch
@@ -304,19 +305,21 @@ def test_rebuild_after_truncation_drops_snapshots_past_the_end(tmp_path: Path) -
 # -- producer ids ---------------------------------------------------------------------------------------
 
 
-def test_producer_ids_are_unique_across_restarts_and_crashes(tmp_path: Path) -> None:
+@run
+async def test_producer_ids_are_unique_across_restarts_and_crashes(tmp_path: Path) -> None:
     ids = ProducerIdManager(tmp_path, block_size=10)
-    first = [ids.allocate() for _ in range(15)]
+    first = [await ids.allocate() for _ in range(15)]
     assert first == list(range(15)) and ids.reserved_end == 20
     again = ProducerIdManager(tmp_path, block_size=10)  # a restart (or crash) skips the rest of the block
-    assert again.allocate() == 20
+    assert await again.allocate() == 20
     third = ProducerIdManager(tmp_path, block_size=10)
-    assert third.allocate() == 30
+    assert await third.allocate() == 30
 
 
-def test_a_damaged_producer_id_file_refuses_to_start(tmp_path: Path) -> None:
+@run
+async def test_a_damaged_producer_id_file_refuses_to_start(tmp_path: Path) -> None:
     ids = ProducerIdManager(tmp_path)
-    ids.allocate()
+    assert await ids.allocate() == 0
     data = bytearray(ids.path.read_bytes())
     data[-1] ^= 1
     ids.path.write_bytes(bytes(data))

@@ -27,8 +27,11 @@ def make_batch(count: int = 1, timestamp: int = 1000, max_timestamp: int | None 
 
 
 def append(plog: PartitionLog, *batches: bytes):
+    """Append as a single node does: the high watermark follows the log end."""
     buf = bytearray(b"".join(batches))
-    return plog.append(buf, validate_v2(buf))
+    result = plog.append(buf, validate_v2(buf))
+    plog.update_high_watermark(plog.log_end_offset)
+    return result
 
 
 def bases(data: bytes) -> list[int]:
@@ -539,7 +542,8 @@ def test_orphan_index_files_are_removed(pdir: Path) -> None:
     plog = open_log(pdir)
     # the producer state snapshot written by close() stays (tests/unit/test_producer_state.py covers it)
     assert sorted(p.name for p in pdir.iterdir() if not p.name.endswith(".snapshot")) == [
-        "00000000000000000000.index", "00000000000000000000.log", "00000000000000000000.timeindex"]
+        "00000000000000000000.index", "00000000000000000000.log", "00000000000000000000.timeindex",
+        "leader-epoch-checkpoint"]
     plog.close()
 
 

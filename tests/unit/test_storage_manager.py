@@ -25,8 +25,11 @@ def make_batch(count: int = 1, timestamp: int = 1000, payload: bytes = b"m" * 20
 
 
 def append(plog: PartitionLog, *batches: bytes):
+    """Append as a single node does: the high watermark follows the log end."""
     buf = bytearray(b"".join(batches))
-    return plog.append(buf, validate_v2(buf))
+    result = plog.append(buf, validate_v2(buf))
+    plog.update_high_watermark(plog.log_end_offset)
+    return result
 
 
 def test_parse_partition_dir() -> None:

@@ -26,13 +26,18 @@ def txn_batch(pid: int, seq: int, count: int = 2, epoch: int = 0, transactional:
 
 
 def append(plog: PartitionLog, raw: bytes):
+    """Append as a single node does: the high watermark follows the log end."""
     buf = bytearray(raw)
-    return plog.append(buf, validate_v2(buf))
+    result = plog.append(buf, validate_v2(buf))
+    plog.update_high_watermark(plog.log_end_offset)
+    return result
 
 
 def marker(plog: PartitionLog, pid: int, commit: bool, epoch: int = 0) -> int:
     buf = bytearray(build_control_batch(COMMIT if commit else ABORT, pid, epoch, 0, TS))
-    return plog.append_marker(buf, validate_v2(buf)[0][1], not commit, 0)
+    offset = plog.append_marker(buf, validate_v2(buf)[0][1], not commit, 0)
+    plog.update_high_watermark(plog.log_end_offset)
+    return offset
 
 
 def open_log(path: Path, clean: bool = False, **config) -> PartitionLog:

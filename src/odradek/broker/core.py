@@ -1,7 +1,7 @@
-"""The broker: what handlers see of topics, logs and configuration, and request dispatch.
+"""The broker: what handlers see of topics, replicas, logs and configuration, and request dispatch.
 
-`Broker` ties the topic registry (cluster/) to the partition logs (storage/) and owns the wake-ups that
-long-polling fetches wait on. `Broker.dispatch` turns one request frame into a response slot for the
+`Broker` ties what the broker knows of the cluster and the replicas it holds (cluster/) to the partition
+logs (storage/) and the coordinators, and owns the wake-ups that long-polling fetches wait on. `Broker.dispatch` turns one request frame into a response slot for the
 connection: decode header and body with the generated codec, call the registered handler, encode.
 
 Not thread-safe; owned by the event loop.
@@ -18,17 +18,21 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Awaitable, Callable, Iterable
 
 from odradek.broker.registry import HANDLERS
-from odradek.cluster.topics import Topic, TopicRegistry
+from odradek.broker.txn_markers import TxnMarkerChannel
+from odradek.cluster.local import LocalController
+from odradek.cluster.metadata import BrokerInfo, MetadataCache
+from odradek.cluster.partition import ReplicationError
+from odradek.cluster.replica_manager import ReplicaManager
+from odradek.cluster.topics import Topic
 from odradek.config import BrokerConfig, log_config_for
-from odradek.coordinator import OFFSETS_TOPIC, Coordinator, offsets_topic_configs
+from odradek.coordinator import OFFSETS_TOPIC, Coordinator
 from odradek.coordinator.persistence import OffsetsTopicLog, partition_for
-from odradek.coordinator.producer_ids import ProducerIdManager
-from odradek.coordinator.transactions import TXN_TOPIC, GroupOffsets, TransactionCoordinator, txn_topic_configs
+from odradek.coordinator.transactions import TXN_TOPIC, TransactionCoordinator
 from odradek.net.connection import CloseConnection, Slot
 from odradek.protocol import codec
 from odradek.protocol.api_keys import ApiKey
 from odradek.protocol.errors import ErrorCode
-from odradek.storage.log import PartitionLog
+from odradek.storage.config import LogConfig
 from odradek.storage.manager import LogManager
 
 if TYPE_CHECKING:
@@ -37,10 +41,6 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 TopicPartition = tuple[str, int]
-
-# A single node never changes leader, so every partition stays in leader epoch 0: Metadata reports it,
-# produced batches are stamped with it, and OffsetForLeaderEpoch answers for it.
-LEADER_EPOCH = 0
 
 
 @dataclass
@@ -54,6 +54,11 @@ class RequestContext:
 
 
 class Broker:
+    """One broker: its partition logs, the replicas it holds (`replicas`), what it knows of the cluster
+    (`metadata`), the coordinators, and `cluster`, which decides leadership and topics: the
+    LocalController of a single node, or the ZooKeeper cluster member when `zookeeper.connect` is set.
+    `admin` is how that cluster carries out topic administration (cluster/admin.py)."""
+
     def __init__(self, config: BrokerConfig, data_dir: Path, advertised_host: str, advertised_port: int) -> None:
         self.config = config
         self.data_dir = data_dir
@@ -61,62 +66,89 @@ class Broker:
         self.advertised_host = advertised_host
         self.advertised_port = advertised_port
         data_dir.mkdir(parents=True, exist_ok=True)
-        self.topics = TopicRegistry(data_dir)
         # Broker properties are fixed for the life of the process, so the topic defaults derived from them are
         # computed once; each topic's merged configs are cached until its overrides change (the produce path
         # reads them for every partition of every request).
         self.topic_defaults = config.topic_defaults()
-        self._effective_configs: dict[str, dict[str, str]] = {}
+        self._effective_configs: dict[str, tuple[dict[str, str], dict[str, str]]] = {}
+        self.metadata = MetadataCache()
         self.logs = LogManager(data_dir, log_config_for(self.topic_defaults))
         self.logs.producer_id_expiration_ms = config.int("producer.id.expiration.ms")
-        self.producer_ids = ProducerIdManager(data_dir)
+        self.replicas = ReplicaManager(self.node_id, data_dir, self.logs, self.metadata, self.log_config,
+                                       self.notify_append, config.int("replica.lag.time.max.ms"),
+                                       config.int("replica.high.watermark.checkpoint.interval.ms"))
         self._waiters: dict[TopicPartition, set[asyncio.Future[None]]] = {}
         self.coordinator: Coordinator | None = None  # built by load(), once the logs are open
         self.txn_coordinator: TransactionCoordinator | None = None  # likewise, after the group coordinator
         self._last_retention_ms = 0
+        if config.get("zookeeper.connect"):
+            from odradek.cluster.member import ClusterMember
+
+            self.cluster: LocalController | ClusterMember = ClusterMember(self)
+        else:
+            self.cluster = LocalController(self)
+        self.admin = self.cluster.admin
+        self.producer_ids = self.cluster.producer_id_manager()
 
     # lifecycle ---------------------------------------------------------------------------------------
 
     def load(self) -> None:
-        """Open (and recover) every partition log; drop directories of topics the registry no longer has."""
-        loaded = self.logs.load_all()
-        for name in {name for name, _ in loaded}:
-            if self.topics.get(name) is None:
-                log.warning("removing partition directories of unknown topic %s", name)
-                self.logs.delete_topic(name)
-        for topic in self.topics.all():
-            self._configure_logs(topic)
-        self.coordinator = self._load_coordinator()
-        self.txn_coordinator = self._load_txn_coordinator()
+        """Open (and recover) every partition log and build the coordinators; a single node then leads every
+        partition of its registered topics (creating the internal ones on a first start)."""
+        self.logs.load_all(self._log_config_for_dir)
+        self.coordinator = self._build_coordinator()
+        self.txn_coordinator = self._build_txn_coordinator()
+        self.replicas.on_leadership.append(self._coordinator_partition_moved)
+        self.cluster.load()
 
-    def _load_coordinator(self) -> Coordinator:
-        """Create `__consumer_offsets` if missing, then replay it into a new group coordinator."""
-        topic = self.topics.get(OFFSETS_TOPIC)
-        if topic is None:
-            topic = self.create_topic(OFFSETS_TOPIC, self.config.int("offsets.topic.num.partitions"),
-                                      offsets_topic_configs(self.config))
-        coordinator = Coordinator(self.config, topic.partitions, lambda p: self.partition_log(OFFSETS_TOPIC, p),
-                                  lambda t, p: self.partition_log(t, p) is not None)
-        coordinator.load()
-        return coordinator
+    async def start(self) -> None:
+        """Join the cluster (cluster mode: ZooKeeper registration); a single node has nothing more to do."""
+        await self.cluster.start()
 
-    def _load_txn_coordinator(self) -> TransactionCoordinator:
-        """Create `__transaction_state` if missing, then replay it (completing interrupted commits/aborts)."""
-        topic = self.topics.get(TXN_TOPIC)
-        if topic is None:
-            topic = self.create_topic(TXN_TOPIC, self.config.int("transaction.state.log.num.partitions"),
-                                      txn_topic_configs())
-        offsets_partitions = self.topics.get(OFFSETS_TOPIC).partitions
-        txn_log = OffsetsTopicLog(topic.partitions, lambda p: self.partition_log(TXN_TOPIC, p), now_ms)
-        coordinator = TransactionCoordinator(
-            self.config, txn_log, self.producer_ids.allocate, self.partition_log, self.notify_append,
-            lambda group: partition_for(group, offsets_partitions), GroupOffsets(self.coordinator), now_ms)
-        coordinator.load()
-        return coordinator
+    async def shutdown(self) -> None:
+        """Leave the cluster before closing (cluster mode: controlled shutdown, deregistration)."""
+        await self.cluster.shutdown()
+
+    def listening_on(self, host: str, port: int) -> None:
+        """The listener is bound (a port 0 listen learns its port here)."""
+        if self.advertised_port == 0:
+            self.advertised_port = port
+        self.cluster.advertise(self.advertised_host, self.advertised_port)
+
+    def _build_coordinator(self) -> Coordinator:
+        partitions = self.cluster.partition_count(OFFSETS_TOPIC, self.config.int("offsets.topic.num.partitions"))
+        return Coordinator(self.config, partitions, lambda p: self.replicas.partition(OFFSETS_TOPIC, p),
+                           self.metadata.has_partition)
+
+    def _build_txn_coordinator(self) -> TransactionCoordinator:
+        partitions = self.cluster.partition_count(TXN_TOPIC, self.config.int("transaction.state.log.num.partitions"))
+        offsets_partitions = self.coordinator.log.partitions
+        get_partition = lambda p: self.replicas.partition(TXN_TOPIC, p)  # noqa: E731
+        return TransactionCoordinator(
+            self.config, OffsetsTopicLog(partitions, get_partition, now_ms), self.producer_ids.allocate,
+            TxnMarkerChannel(self), lambda group: partition_for(group, offsets_partitions), now_ms, get_partition)
+
+    def _coordinator_partition_moved(self, topic: str, partition: int, leader: bool) -> None:
+        """Coordinators live where their internal partition's leader lives."""
+        if topic == OFFSETS_TOPIC:
+            target = self.coordinator
+        elif topic == TXN_TOPIC:
+            target = self.txn_coordinator
+        else:
+            return
+        if leader:
+            target.load_partition(partition)
+        else:
+            target.unload_partition(partition)
 
     def close(self) -> None:
         if self.coordinator is not None:
             self.coordinator.close()
+        if self.txn_coordinator is not None:
+            self.txn_coordinator.close()
+        self.replicas.checkpoint_high_watermarks(wait=True)
+        self.replicas.close()
+        self.cluster.close()
         self.logs.close()
 
     def tick(self) -> None:
@@ -125,6 +157,7 @@ class Broker:
         if retention_due:
             self._last_retention_ms = now
         self.logs.tick(now, retention=retention_due)
+        self.replicas.tick()
         if self.coordinator is not None:
             self.coordinator.tick(now)
         if self.txn_coordinator is not None:
@@ -134,52 +167,74 @@ class Broker:
 
     def effective_configs(self, topic: Topic) -> dict[str, str]:
         """Defaults merged with the topic's overrides; shared and cached, so callers must not modify it."""
-        configs = self._effective_configs.get(topic.name)
-        if configs is None:
-            configs = self._effective_configs[topic.name] = {**self.topic_defaults, **topic.configs}
-        return configs
+        cached = self._effective_configs.get(topic.name)
+        if cached is None or cached[0] is not topic.configs:
+            cached = self._effective_configs[topic.name] = (topic.configs, {**self.topic_defaults, **topic.configs})
+        return cached[1]
 
-    def _configure_logs(self, topic: Topic) -> None:
-        log_config = log_config_for(self.effective_configs(topic))
-        for p in range(topic.partitions):
-            existing = self.logs.get(topic.name, p)
-            if existing is None:
-                self.logs.create(topic.name, p, log_config)
-            else:
-                existing.update_config(log_config)
+    def log_config(self, topic_name: str) -> LogConfig:
+        topic = self.metadata.topic(topic_name)
+        return log_config_for(self.effective_configs(topic) if topic is not None else self.topic_defaults)
 
-    def create_topic(self, name: str, partitions: int, configs: dict[str, str]) -> Topic:
-        topic = self.topics.create(name, partitions, configs)
-        self._configure_logs(topic)
-        log.info("created topic %s with %d partitions", name, partitions)
-        return topic
+    def _log_config_for_dir(self, topic_name: str) -> LogConfig:
+        """Settings of a log found on disk at start-up, before the cluster has published its topic."""
+        topic = self.cluster.known_topic(topic_name)
+        return log_config_for(self.effective_configs(topic) if topic is not None else self.topic_defaults)
 
-    def alter_topic_configs(self, name: str, overrides: dict[str, str]) -> Topic:
-        topic = self.topics.set_configs(name, overrides)
-        self._effective_configs.pop(name, None)
-        self._configure_logs(topic)
-        return topic
+    def topic_configs_changed(self, name: str) -> None:
+        """A topic's overrides changed: its local logs take the new settings from the next append."""
+        config = self.log_config(name)
+        for (topic, _), plog in self.logs.logs().items():
+            if topic == name:
+                plog.update_config(config)
 
-    def add_partitions(self, name: str, count: int) -> Topic:
-        topic = self.topics.set_partition_count(name, count)
-        self._configure_logs(topic)
-        log.info("topic %s now has %d partitions", name, count)
-        return topic
+    def internal_topic_partitions(self, name: str, partitions: int) -> None:
+        """The cluster's internal topic has this many partitions (a cluster learns it from the metadata):
+        the coordinators hash keys over that count."""
+        target = self.coordinator if name == OFFSETS_TOPIC else self.txn_coordinator
+        if target is not None and target.log.partitions != partitions:
+            log.info("%s has %d partitions", name, partitions)
+            target.log.partitions = partitions
 
-    def delete_topic(self, name: str) -> None:
-        self.topics.delete(name)
-        self._effective_configs.pop(name, None)
-        self.logs.delete_topic(name)
-        # Wake fetchers parked on the deleted partitions so they answer UNKNOWN_TOPIC_OR_PARTITION now.
-        for key in [k for k in self._waiters if k[0] == name]:
-            self._wake(key)
-        log.info("deleted topic %s", name)
+    def partition_exists(self, topic: str, partition: int) -> bool:
+        return self.metadata.has_partition(topic, partition)
 
-    def partition_log(self, topic: str, partition: int) -> PartitionLog | None:
-        t = self.topics.get(topic)
-        if t is None or not 0 <= partition < t.partitions:
+    def coordinator_node(self, transactional: bool, key: str) -> BrokerInfo | None:
+        """The broker coordinating a group (or a transactional id): the leader of its internal partition.
+        None while there is none; in a cluster the internal topic is created on the first ask."""
+        name = TXN_TOPIC if transactional else OFFSETS_TOPIC
+        topic = self.metadata.topic(name)
+        if topic is None:
+            self.cluster.create_internal_topic(name)
             return None
-        return self.logs.get(topic, partition)
+        return self.metadata.leader_of(name, partition_for(key, topic.partitions))
+
+    async def verify_in_transaction(self, txn_id: str, producer_id: int, producer_epoch: int,
+                                    partition: TopicPartition) -> int:
+        """Ask the transaction's coordinator (here, or on its broker with AddPartitionsToTxn verify_only)
+        whether ``partition`` is in the producer's open transaction; an error code (NONE: it is)."""
+        node = self.coordinator_node(True, txn_id)
+        if node is None:
+            return ErrorCode.COORDINATOR_NOT_AVAILABLE
+        if node.node_id == self.node_id:
+            if not self.txn_coordinator.owns(txn_id):
+                return ErrorCode.COORDINATOR_LOAD_IN_PROGRESS
+            return self.txn_coordinator.verify(txn_id, producer_id, producer_epoch, [partition],
+                                               ErrorCode.INVALID_PRODUCER_EPOCH)[partition]
+        client = self.cluster.client_for(node.node_id, "txn-verify")
+        if client is None:
+            return ErrorCode.COORDINATOR_NOT_AVAILABLE
+        try:
+            response = await client.request(ApiKey.ADD_PARTITIONS_TO_TXN, 4, {"transactions": [{
+                "transactional_id": txn_id, "producer_id": producer_id, "producer_epoch": producer_epoch,
+                "verify_only": True, "topics": [{"name": partition[0], "partitions": [partition[1]]}]}]},
+                timeout_s=10.0)
+        except ConnectionError:
+            return ErrorCode.COORDINATOR_NOT_AVAILABLE
+        if response["error_code"]:
+            return response["error_code"]
+        error = response["results_by_transaction"][0]["topic_results"][0]["results_by_partition"][0]["partition_error_code"]
+        return ErrorCode.INVALID_PRODUCER_EPOCH if error == ErrorCode.PRODUCER_FENCED else error
 
     # fetch wake-ups ----------------------------------------------------------------------------------
 
@@ -257,9 +312,12 @@ def unsupported_api_versions_response(correlation_id: int) -> bytes:
     return codec.encode_response(ApiKey.API_VERSIONS, 0, correlation_id, body)
 
 
-def when_durable(body: dict, pending: list[tuple[dict, Future]], failed: Callable[[dict, BaseException], None]):
-    """``body`` to answer once each ``pending`` flusher future (storage/flusher.py) is done, paired with the
-    part of ``body`` it covers; a future that failed has ``failed(part, error)`` applied to that part.
+def when_durable(body: dict, pending: list[tuple[dict, Future]], failed: Callable[[dict, BaseException], None],
+                 timeout_s: float | None = None):
+    """``body`` to answer once each ``pending`` future is done, paired with the part of ``body`` it covers:
+    a flusher future (storage/flusher.py: the write is on disk) or a replication future (cluster/partition.py
+    `when_committed`: the ISR has it). A future that failed has ``failed(part, error)`` applied to that part;
+    one still running after ``timeout_s`` gets ``failed(part, TimeoutError())``.
 
     Returns ``body`` itself when every future is done already, so the common case costs no task; otherwise
     a coroutine giving it (a handler may return either: registry.py)."""
@@ -269,14 +327,22 @@ def when_durable(body: dict, pending: list[tuple[dict, Future]], failed: Callabl
             running.append((part, future))
         elif future.exception() is not None:
             failed(part, future.exception())
-    return _after(body, running, failed) if running else body
+    return _after(body, running, failed, timeout_s) if running else body
 
 
-async def _after(body: dict, running: list[tuple[dict, Future]], failed: Callable[[dict, BaseException], None]) -> dict:
+async def _after(body: dict, running: list[tuple[dict, Future]], failed: Callable[[dict, BaseException], None],
+                 timeout_s: float | None) -> dict:
+    deadline = None if timeout_s is None else time.monotonic() + timeout_s
     for part, future in running:
         try:
-            await asyncio.wrap_future(future)
-        except OSError as exc:
+            waiting = asyncio.wrap_future(future)
+            if deadline is None:
+                await waiting
+            else:
+                await asyncio.wait_for(waiting, max(deadline - time.monotonic(), 0))
+        except asyncio.TimeoutError:
+            failed(part, TimeoutError())
+        except (OSError, ReplicationError) as exc:
             failed(part, exc)
     return body
 

@@ -7,6 +7,7 @@ go through `apply_overrides`, so validation and persistence have one implementat
 from __future__ import annotations
 
 from odradek.broker.core import RequestContext
+from odradek.cluster.admin import AdminError
 from odradek.config import validate_topic_config
 from odradek.protocol.errors import ErrorCode
 
@@ -20,18 +21,24 @@ def resource_error(ctx: RequestContext, resource: dict) -> tuple[int, str] | Non
         return ErrorCode.INVALID_REQUEST, "Dynamic broker configs are not supported; set them at start-up"
     if kind != RESOURCE_TOPIC:
         return ErrorCode.INVALID_REQUEST, f"Unsupported resource type {kind}"
-    if ctx.broker.topics.get(name) is None:
+    if ctx.broker.metadata.topic(name) is None:
         return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"Topic {name} does not exist"
     return None
 
 
-def apply_overrides(ctx: RequestContext, topic_name: str, overrides: dict[str, str], validate_only: bool) -> tuple[int, str | None]:
+async def apply_overrides(ctx: RequestContext, topic_name: str, overrides: dict[str, str],
+                          validate_only: bool) -> tuple[int, str | None]:
+    """Validate the topic's new overrides and, unless ``validate_only``, store them (the local registry, or
+    ZooKeeper in a cluster, whose brokers then apply them)."""
     for name, value in overrides.items():
         problem = validate_topic_config(name, value)
         if problem:
             return ErrorCode.INVALID_CONFIG, problem
     if not validate_only:
-        ctx.broker.alter_topic_configs(topic_name, overrides)
+        try:
+            await ctx.broker.admin.alter_topic_configs(topic_name, overrides)
+        except AdminError as exc:
+            return exc.error_code, exc.message
     return ErrorCode.NONE, None
 
 

@@ -560,10 +560,20 @@ class GroupCoordinator:
     def close(self) -> None:
         """Cancel timers and answer every pending long poll (the broker is going away)."""
         for group in self.groups.values():
-            if group.rebalance_timer is not None:
-                group.rebalance_timer.cancel()  # type: ignore[attr-defined]
-            for m in group.members.values():
-                if m.session_timer is not None:
-                    m.session_timer.cancel()  # type: ignore[attr-defined]
-                _resolve(m.join_future, join_error(ErrorCode.COORDINATOR_NOT_AVAILABLE, m.member_id))
-                _resolve(m.sync_future, sync_result(ErrorCode.COORDINATOR_NOT_AVAILABLE))
+            self._stop(group, ErrorCode.COORDINATOR_NOT_AVAILABLE)
+
+    def unload(self, group_ids: list[str]) -> None:
+        """Forget these groups: another broker coordinates them now (pending long polls: NOT_COORDINATOR)."""
+        for group_id in group_ids:
+            group = self.groups.pop(group_id, None)
+            if group is not None:
+                self._stop(group, ErrorCode.NOT_COORDINATOR)
+
+    def _stop(self, group: Group, error: int) -> None:
+        if group.rebalance_timer is not None:
+            group.rebalance_timer.cancel()  # type: ignore[attr-defined]
+        for m in group.members.values():
+            if m.session_timer is not None:
+                m.session_timer.cancel()  # type: ignore[attr-defined]
+            _resolve(m.join_future, join_error(error, m.member_id))
+            _resolve(m.sync_future, sync_result(error))

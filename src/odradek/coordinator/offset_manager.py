@@ -11,18 +11,21 @@ Commit validation follows Kafka's classic coordinator:
 * per partition: UNKNOWN_TOPIC_OR_PARTITION, OFFSET_METADATA_TOO_LARGE (`offset.metadata.max.bytes`).
 
 Accepted commits are appended to `__consumer_offsets` before they enter the in-memory store; `commit` also
-returns the future of their fsync, which runs on the log flusher, and OffsetCommit answers when it is done.
-Deletions (OffsetDelete, DeleteGroups, expiry) wait for their tombstones to be on disk before returning.
+returns the future of their fsync (on the log flusher) and replication (every in-sync replica of the
+partition has them), and OffsetCommit answers when it is done. Deletions (OffsetDelete, DeleteGroups,
+expiry) are coroutines that wait for their tombstones the same way before they change the store.
 
 Not thread-safe; owned by the event loop.
 """
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from concurrent.futures import Future
 from typing import Callable
 
+from odradek.cluster.partition import ReplicationError
 from odradek.coordinator.group import Group, GroupState
 from odradek.coordinator.group_coordinator import GroupCoordinator
 from odradek.coordinator.offsets import OffsetStore
@@ -34,6 +37,12 @@ log = logging.getLogger(__name__)
 E = GroupState
 # (partition, offset, leader_epoch, metadata, commit_timestamp)
 CommitPartition = tuple[int, int, int, str | None, int]
+
+
+def _write_error(exc: BaseException) -> int:
+    """What a client is told when a write to `__consumer_offsets` failed: the partition's leadership moved
+    (another broker coordinates the group now), or storage failed."""
+    return ErrorCode.NOT_COORDINATOR if isinstance(exc, ReplicationError) else ErrorCode.COORDINATOR_NOT_AVAILABLE
 
 
 class OffsetManager:
@@ -70,6 +79,28 @@ class OffsetManager:
         self.groups.touch_member(group, member)
         return 0
 
+    def check_txn_member(self, group_id: str, generation: int, member_id: str, instance: str | None) -> int:
+        """Kafka's rule for transactional offset commits (it is laxer than OffsetCommit's)."""
+        group = self.groups.groups.get(group_id)
+        if group is None:
+            return 0
+        if group.is_(E.DEAD):
+            return ErrorCode.COORDINATOR_NOT_AVAILABLE
+        if instance is not None and group.static_members.get(instance, member_id) != member_id:
+            return ErrorCode.FENCED_INSTANCE_ID
+        if member_id and member_id not in group.members:
+            return ErrorCode.UNKNOWN_MEMBER_ID
+        if generation >= 0 and generation != group.generation:
+            return ErrorCode.ILLEGAL_GENERATION
+        return 0
+
+    def check_offset(self, topic: str, partition: int, metadata: str) -> int:
+        if not self._partition_exists(topic, partition):
+            return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+        if len(metadata.encode()) > self.metadata_max_bytes:
+            return ErrorCode.OFFSET_METADATA_TOO_LARGE
+        return 0
+
     def commit(self, group_id: str, generation: int, member_id: str, instance: str | None, retention_ms: int,
                topics: list[tuple[str, list[CommitPartition]]]) -> tuple[dict[tuple[str, int], int], Future | None]:
         """An error code per (topic, partition), and the fsync of the accepted offsets (None if none)."""
@@ -86,15 +117,11 @@ class OffsetManager:
             for partition, offset, epoch, metadata, commit_ts in parts:
                 tp = (topic, partition)
                 metadata = metadata or ""
-                if not self._partition_exists(topic, partition):
-                    result[tp] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
-                elif len(metadata.encode()) > self.metadata_max_bytes:
-                    result[tp] = ErrorCode.OFFSET_METADATA_TOO_LARGE
-                else:
+                result[tp] = self.check_offset(topic, partition, metadata)
+                if not result[tp]:
                     ts = commit_ts if commit_ts >= 0 else now
                     expire = ts + retention_ms if retention_ms >= 0 else -1
                     accepted.append((tp, OffsetValue(offset, epoch, metadata, ts, expire)))
-                    result[tp] = 0
         if not accepted:
             return result, None
         records = [(offset_key(group_id, t, p), encode_offset_value(v)) for (t, p), v in accepted]
@@ -124,7 +151,10 @@ class OffsetManager:
 
     # ----------------------------------------------------------------------------------------- deletes
 
-    def delete_offsets(self, group_id: str, topics: list[tuple[str, list[int]]]) -> tuple[int, dict[tuple[str, int], int]]:
+    async def _write(self, group_id: str, records: list[tuple[bytes, bytes | None]]) -> None:
+        await asyncio.wrap_future(self._persist(group_id, records))
+
+    async def delete_offsets(self, group_id: str, topics: list[tuple[str, list[int]]]) -> tuple[int, dict[tuple[str, int], int]]:
         group = self.groups.groups.get(group_id)
         if group is None or group.is_(E.DEAD):
             return ErrorCode.GROUP_ID_NOT_FOUND, {}
@@ -147,12 +177,16 @@ class OffsetManager:
                     if self.store.get(group_id, (topic, p)) is not None:
                         doomed.append((topic, p))
         if doomed:
-            self._persist(group_id, [(offset_key(group_id, t, p), None) for t, p in doomed]).result()
+            try:
+                await self._write(group_id, [(offset_key(group_id, t, p), None) for t, p in doomed])
+            except Exception as exc:
+                log.error("group %s: cannot write offset tombstones: %s", group_id, exc)
+                return _write_error(exc), {}
             for tp in doomed:
                 self.store.delete(group_id, tp)
         return 0, result
 
-    def delete_groups(self, names: list[str]) -> list[tuple[str, int]]:
+    async def delete_groups(self, names: list[str]) -> list[tuple[str, int]]:
         out = []
         for name in names:
             group = self.groups.groups.get(name)
@@ -163,16 +197,21 @@ class OffsetManager:
             elif not group.is_(E.EMPTY) or group.members:
                 out.append((name, ErrorCode.NON_EMPTY_GROUP))
             else:
-                self._drop_group(group)
+                try:
+                    await self._drop_group(group)
+                except Exception as exc:
+                    log.error("group %s: cannot write its tombstones: %s", name, exc)
+                    out.append((name, _write_error(exc)))
+                    continue
                 out.append((name, 0))
         return out
 
-    def _drop_group(self, group: Group) -> None:
+    async def _drop_group(self, group: Group) -> None:
         gid = group.group_id
         tombstones: list[tuple[bytes, bytes | None]] = [
             (offset_key(gid, t, p), None) for t, p in self.store.partitions(gid)]
         tombstones.append((group_key(gid), None))
-        self._persist(gid, tombstones).result()
+        await self._write(gid, tombstones)
         self.store.delete_group(gid)
         group.transition(E.DEAD, self._now())
         if self.groups.groups.get(gid) is group:
@@ -180,7 +219,7 @@ class OffsetManager:
 
     # ----------------------------------------------------------------------------------------- expiry
 
-    def expire(self) -> int:
+    async def expire(self) -> int:
         """Drop expired offsets of Empty groups, then Empty groups with no offsets left; returns #offsets."""
         now = self._now()
         removed = 0
@@ -189,11 +228,11 @@ class OffsetManager:
                 continue
             expired = self.store.expired(gid, now, self.retention_ms, group.state_timestamp_ms)
             if expired:
-                self._persist(gid, [(offset_key(gid, t, p), None) for t, p in expired]).result()
+                await self._write(gid, [(offset_key(gid, t, p), None) for t, p in expired])
                 for tp in expired:
                     self.store.delete(gid, tp)
                 removed += len(expired)
                 log.info("group %s: %d committed offsets expired", gid, len(expired))
             if not self.store.has_offsets(gid) and not group.pending_members:
-                self._drop_group(group)
+                await self._drop_group(group)
         return removed

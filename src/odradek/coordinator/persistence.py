@@ -28,15 +28,19 @@ Not thread-safe; owned by the event loop.
 
 from __future__ import annotations
 
+import asyncio
 import struct
 from concurrent.futures import Future
 from dataclasses import dataclass, field
-from typing import Callable, Iterator
+from typing import TYPE_CHECKING, Callable, Iterator, NamedTuple
 
+from odradek.cluster.partition import NotLeaderError, durable_and_committed
 from odradek.records.batch import validate_v2
-from odradek.records.codec import build_batch, decode_batch
+from odradek.records.codec import build_batch, decode_batch, parse_control_key
 from odradek.storage.flusher import completed_future
-from odradek.storage.log import PartitionLog
+
+if TYPE_CHECKING:
+    from odradek.cluster.partition import Partition
 
 OFFSETS_TOPIC = "__consumer_offsets"
 OFFSET_KEY_VERSION = 1
@@ -248,42 +252,40 @@ def decode_key(raw: bytes) -> Key | None:
 
 
 class OffsetsTopicLog:
-    """Appends group/offset records to `__consumer_offsets` and replays them at start.
+    """Appends group/offset records to an internal topic (`__consumer_offsets`, or `__transaction_state` for
+    the transaction coordinator) and replays its partitions when this broker becomes their leader.
 
-    Every `append` is one v2 batch (``records.codec.build_batch``) appended to the group's partition; the
-    fsync is queued on the log flusher and `append` returns its future, so a caller acknowledges once it is
-    done and never loses an acknowledged commit, while the event loop goes on serving. `write` is the same
-    but returns only when the records are on disk, for callers whose next step needs that (the state machine
-    of the transaction coordinator).
+    Every `append` is one v2 batch (``records.codec.build_batch``) appended by the partition's leader
+    replica (cluster/partition.py); it returns a future done once the records are on disk (the fsync is
+    queued on the log flusher) and held by every in-sync replica (the high watermark passed them: at once
+    on a single node), so a caller acknowledges only what a crash or a failover cannot lose, while the event
+    loop goes on serving. A partition this broker does not lead refuses the append (NotLeaderError).
 
     Replay cost is bounded by snapshots: `maybe_compact` rewrites the live keys of a partition (the last
-    value of every key, tombstones dropped) as fresh batches at the end of the log, fsyncs them, and then
+    value of every key, tombstones dropped) as fresh batches at the end of the log, waits for them, and then
     moves the log start to the first snapshot batch (`delete_records_before`), which drops whole old
-    segments. Replay starts at the log start, so it reads at most one snapshot plus what followed it. A
-    crash between the snapshot and the move only means some keys are read twice (the last one wins).
+    segments (followers move their start after the leader's). Replay starts at the log start, so it reads at
+    most one snapshot plus what followed it. A crash between the snapshot and the move only means some keys
+    are read twice (the last one wins).
 
     Not thread-safe; owned by the event loop.
     """
 
-    def __init__(self, partitions: int, get_log: Callable[[int], PartitionLog | None],
+    def __init__(self, partitions: int, get_partition: Callable[[int], "Partition | None"],
                  clock_ms: Callable[[], int]) -> None:
         self.partitions = partitions
-        self._get_log = get_log
+        self._get_partition = get_partition
         self._clock_ms = clock_ms
         # records appended since the last snapshot, per partition (drives maybe_compact)
         self._appended: dict[int, int] = {}
         self._live: dict[int, dict[bytes, bytes]] = {}  # partition -> key -> last value (for snapshots)
 
-    def partition_for(self, group_id: str) -> int:
-        return partition_for(group_id, self.partitions)
-
-    def write(self, group_id: str, records: list[tuple[bytes, bytes | None]]) -> None:
-        """``append``, and return once the records are on disk."""
-        self.append(group_id, records).result()
+    def partition_for(self, key: str) -> int:
+        return partition_for(key, self.partitions)
 
     def append(self, group_id: str, records: list[tuple[bytes, bytes | None]]) -> Future:
-        """Append ``(key, value)`` records (value None = tombstone) for one group; the future completes when
-        they are on disk. Raises if the append itself fails."""
+        """Append ``(key, value)`` records (value None = tombstone) for one group (or transactional id); the
+        future completes when they are durable and replicated. Raises if the append itself fails."""
         if not records:
             return completed_future()
         partition = self.partition_for(group_id)
@@ -297,64 +299,107 @@ class OffsetsTopicLog:
         self._appended[partition] = self._appended.get(partition, 0) + len(records)
         return durable
 
+    def leader(self, partition: int) -> "Partition":
+        """The local replica of ``partition``, which must be led here (else NotLeaderError)."""
+        replica = self._get_partition(partition)
+        if replica is None or not replica.is_leader:
+            raise NotLeaderError(f"partition {partition} of the internal topic is not led here")
+        return replica
+
     def _append(self, partition: int, records: list[tuple[bytes, bytes | None]]) -> Future:
-        plog = self._get_log(partition)
-        if plog is None:
-            raise RuntimeError(f"{OFFSETS_TOPIC}-{partition} does not exist")
+        replica = self.leader(partition)
         now = self._clock_ms()
+        last = -1
         for i in range(0, len(records), MAX_RECORDS_PER_BATCH):
             chunk = records[i:i + MAX_RECORDS_PER_BATCH]
             buf = bytearray(build_batch([(k, v, (), now) for k, v in chunk]))
-            plog.append(buf, validate_v2(buf))
-        return plog.request_flush()
+            last = replica.append_as_leader(buf, validate_v2(buf)).last_offset
+        return self._committed(replica, last)
 
-    def replay(self) -> Iterator[tuple[bytes, bytes | None]]:
-        """Every record of every partition in log order (keys and values as stored)."""
-        for partition in range(self.partitions):
-            plog = self._get_log(partition)
-            if plog is None:
-                continue
-            live = self._live.setdefault(partition, {})
-            count = 0
-            offset = plog.log_start_offset
-            end = plog.log_end_offset
-            while offset < end:
-                data = plog.read(offset, 1 << 20, min_one_batch=True)
-                if not data:
-                    break
-                view = memoryview(data)
-                pos = 0
-                while pos < len(view):
-                    header, records = decode_batch(view, pos)
-                    pos += header.size
-                    offset = max(offset, header.last_offset + 1)
-                    for rec in records:
-                        if rec.offset < plog.log_start_offset or rec.key is None:
-                            continue
-                        count += 1
-                        key = bytes(rec.key)
-                        value = None if rec.value is None else bytes(rec.value)
+    @staticmethod
+    def _committed(replica: "Partition", last_offset: int) -> Future:
+        return (durable_and_committed(replica.log.request_flush(), replica.when_committed(last_offset + 1))
+                or completed_future())
+
+    def append_transactional(self, partition: int, producer_id: int, producer_epoch: int,
+                             records: list[tuple[bytes, bytes | None]]) -> Future:
+        """Append records of a producer's transaction (TxnOffsetCommit): one transactional batch, whose
+        records count as live only once its COMMIT marker comes (`commit_live`)."""
+        replica = self.leader(partition)
+        buf = bytearray(build_batch([(k, v, (), self._clock_ms()) for k, v in records], producer_id=producer_id,
+                                    producer_epoch=producer_epoch, transactional=True))
+        appended = replica.append_records_unchecked(buf, validate_v2(buf))
+        return self._committed(replica, appended.last_offset)
+
+    def replay(self, partition: int) -> Iterator[ReplayedRecord]:
+        """Every record of one partition in log order (keys and values as stored), with the producer id of
+        transactional batches and the markers (control records) that end their transactions."""
+        replica = self._get_partition(partition)
+        if replica is None:
+            return
+        plog = replica.log
+        live = self._live[partition] = {}
+        count = 0
+        offset = plog.log_start_offset
+        end = plog.log_end_offset
+        while offset < end:
+            data = plog.read(offset, 1 << 20, min_one_batch=True)
+            if not data:
+                break
+            view = memoryview(data)
+            pos = 0
+            while pos < len(view):
+                header, records = decode_batch(view, pos)
+                pos += header.size
+                offset = max(offset, header.last_offset + 1)
+                pid = header.producer_id if header.is_transactional else -1
+                if header.is_control:
+                    if pid >= 0 and records:
+                        yield ReplayedRecord(None, None, pid, parse_control_key(records[0].key)[1])
+                    continue
+                for rec in records:
+                    if rec.offset < plog.log_start_offset or rec.key is None:
+                        continue
+                    count += 1
+                    key = bytes(rec.key)
+                    value = None if rec.value is None else bytes(rec.value)
+                    if pid < 0:
                         if value is None:
                             live.pop(key, None)
                         else:
                             live[key] = value
-                        yield key, value
-            self._appended[partition] = count
+                    yield ReplayedRecord(key, value, pid, None)
+        self._appended[partition] = count
 
-    def maybe_compact(self, min_records: int = 1000) -> int:
-        """Snapshot every partition whose log holds far more records than live keys; returns how many."""
+    def commit_live(self, partition: int, records: list[tuple[bytes, bytes | None]]) -> None:
+        """Records of a committed transaction become live (they count for snapshots)."""
+        live = self._live.setdefault(partition, {})
+        for key, value in records:
+            if value is None:
+                live.pop(key, None)
+            else:
+                live[key] = value
+
+    async def maybe_compact(self, min_records: int = 1000) -> int:
+        """Snapshot every led partition whose log holds far more records than live keys, and has no open
+        transaction (its records must stay until the transaction ends); returns how many."""
         done = 0
         for partition, appended in list(self._appended.items()):
             live = self._live.get(partition, {})
             if appended < min_records or appended < 2 * len(live):
                 continue
-            plog = self._get_log(partition)
-            if plog is None:
+            replica = self._get_partition(partition)
+            if replica is None or not replica.is_leader:
+                continue
+            plog = replica.log
+            if plog.producer_state.first_unstable_offset() is not None:
                 continue
             start = plog.log_end_offset
             if live:
-                self._append(partition, list(live.items())).result()  # the snapshot is on disk before the move
-            plog.delete_records_before(start)
+                await asyncio.wrap_future(self._append(partition, list(live.items())))
+            if not replica.is_leader:
+                continue
+            plog.delete_records_before(min(start, plog.high_watermark))
             self._appended[partition] = len(live)
             done += 1
         return done
@@ -362,3 +407,10 @@ class OffsetsTopicLog:
     def forget(self, partition: int) -> None:
         self._live.pop(partition, None)
         self._appended.pop(partition, None)
+
+
+class ReplayedRecord(NamedTuple):
+    key: bytes | None  # None for a transaction marker
+    value: bytes | None
+    producer_id: int  # of a transactional batch (or marker); -1 otherwise
+    marker: int | None  # 0 ABORT, 1 COMMIT for a marker; None for a record

@@ -77,7 +77,7 @@ class ProducerIdManager:
         self._block_end = end
         log.debug("reserved producer ids up to %d", end)
 
-    def allocate(self) -> int:
+    async def allocate(self) -> int:
         """A producer id never returned before (by this or any earlier broker run on this data dir)."""
         if self._next >= self._block_end:
             self._reserve()

@@ -1,23 +1,29 @@
 """Coordinator: the group coordinator, the offset manager and their `__consumer_offsets` log, wired together.
 
-The broker builds one at start-up (after the partition logs are open), calls `load()` to replay
-`__consumer_offsets`, `tick()` from its periodic maintenance, and `close()` on shutdown.
+The broker builds one at start-up. A group belongs to one partition of `__consumer_offsets` (its Java
+string hash modulo the partition count) and is coordinated by that partition's leader: when this broker
+becomes the leader of a partition, `load_partition` replays it; when it stops leading, `unload_partition`
+drops its groups (their pending long polls answer NOT_COORDINATOR). On a single node every partition is
+led here from the start. `owns(group)` tells handlers whether to answer or send the client elsewhere.
 
-Replay: every record of every partition is read in log order; the last value per key wins and a null value
+Replay: every record of the partition is read in log order; the last value per key wins and a null value
 deletes the key. Groups come back with their generation, protocol, leader and members (Stable when they had
 members, whose sessions restart at load), so consumers that were running keep heartbeating through a
-broker restart; offsets come back as committed. Groups that only have offsets (simple commits) come back
-Empty. After the replay, and then every `offsets.retention.check.interval.ms`, partitions whose log has
-grown well past their live keys are rewritten as a snapshot (see `OffsetsTopicLog`), and expired offsets
-are removed.
+failover or restart; offsets come back as committed. Groups that only have offsets (simple commits) come
+back Empty. Transactional offset commits (TxnOffsetCommit: batches of a producer's transaction) stay
+pending until that producer's COMMIT marker makes them committed offsets or its ABORT marker drops them,
+in the log as at run time (`complete_transaction`). Every `offsets.retention.check.interval.ms`, expired
+offsets are removed and partitions whose log has grown well past their live keys are rewritten as a
+snapshot (see `OffsetsTopicLog`), in a background task.
 
 Not thread-safe; owned by the event loop.
 """
 
 from __future__ import annotations
 
+import asyncio
 import logging
-from typing import Callable
+from typing import TYPE_CHECKING, Callable
 
 from odradek.coordinator.group_coordinator import GroupConfig, GroupCoordinator
 from odradek.coordinator.offset_manager import OffsetManager
@@ -25,16 +31,25 @@ from odradek.coordinator.offsets import OffsetStore
 from odradek.coordinator.persistence import (
     OFFSETS_TOPIC,
     OffsetsTopicLog,
+    OffsetValue,
     decode_group_value,
     decode_key,
     decode_offset_value,
+    encode_offset_value,
+    offset_key,
 )
 from odradek.coordinator.timers import AsyncioScheduler, Scheduler
-from odradek.storage.log import PartitionLog
+from odradek.cluster.partition import ReplicationError
+from odradek.protocol.errors import ErrorCode
+
+if TYPE_CHECKING:
+    from odradek.cluster.partition import Partition
 
 log = logging.getLogger(__name__)
 
 __all__ = ["Coordinator", "OFFSETS_TOPIC", "offsets_topic_configs"]
+
+TxnOffsetKey = tuple[str, str, int]  # (group, topic, partition)
 
 
 def offsets_topic_configs(config) -> dict[str, str]:
@@ -44,10 +59,10 @@ def offsets_topic_configs(config) -> dict[str, str]:
 
 
 class Coordinator:
-    def __init__(self, config, partitions: int, get_log: Callable[[int], PartitionLog | None],
+    def __init__(self, config, partitions: int, get_partition: Callable[[int], "Partition | None"],
                  partition_exists: Callable[[str, int], bool], scheduler: Scheduler | None = None) -> None:
         self.scheduler = scheduler or AsyncioScheduler()
-        self.log = OffsetsTopicLog(partitions, get_log, self.scheduler.now_ms)
+        self.log = OffsetsTopicLog(partitions, get_partition, self.scheduler.now_ms)
         self.store = OffsetStore()
         group_config = GroupConfig(
             min_session_timeout_ms=config.int("group.min.session.timeout.ms"),
@@ -61,48 +76,148 @@ class Coordinator:
                                      config.int("offset.metadata.max.bytes"),
                                      config.int("offsets.retention.minutes") * 60_000)
         self.check_interval_ms = config.int("offsets.retention.check.interval.ms")
+        self.loaded: set[int] = set()
+        # producer id -> offsets its open transaction committed (TxnOffsetCommit), with their partition
+        self.pending_txn: dict[int, dict[TxnOffsetKey, OffsetValue]] = {}
         self._next_check_ms = 0
         self._started = False
+        self._maintenance: asyncio.Task | None = None
 
-    def load(self) -> None:
+    def partition_of(self, group_id: str) -> int:
+        return self.log.partition_for(group_id)
+
+    def owns(self, group_id: str) -> bool:
+        return self.log.partition_for(group_id) in self.loaded
+
+    # -- partition leadership ----------------------------------------------------------------------------
+
+    def load_partition(self, partition: int) -> None:
+        """This broker now leads ``partition``: rebuild its groups and offsets from the log."""
         groups = {}
-        offsets = {}
+        offsets: dict[TxnOffsetKey, OffsetValue | None] = {}
+        pending: dict[int, dict[TxnOffsetKey, OffsetValue | None]] = {}
         count = 0
-        for raw_key, raw_value in self.log.replay():
+        for rec in self.log.replay(partition):
             count += 1
+            if rec.key is None:  # a transaction marker
+                done = pending.pop(rec.producer_id, {})
+                if rec.marker == 1:
+                    offsets.update(done)
+                continue
             try:
-                key = decode_key(raw_key)
+                key = decode_key(rec.key)
                 if key is None:
                     continue
                 if key[0] == "offset":
                     k = (key[1], key[2], key[3])
-                    offsets[k] = None if raw_value is None else decode_offset_value(raw_value)
+                    value = None if rec.value is None else decode_offset_value(rec.value)
+                    (pending.setdefault(rec.producer_id, {}) if rec.producer_id >= 0 else offsets)[k] = value
                 else:
-                    groups[key[1]] = None if raw_value is None else decode_group_value(raw_value)
+                    groups[key[1]] = None if rec.value is None else decode_group_value(rec.value)
             except Exception:
                 log.warning("skipping an unreadable %s record", OFFSETS_TOPIC, exc_info=True)
         for group_id, value in groups.items():
             if value is not None:
                 self.groups.restore(group_id, value)
-        for (group_id, topic, partition), value in offsets.items():
+        for (group_id, topic, p), value in offsets.items():
             if value is None:
                 continue
             if group_id not in self.groups.groups:
                 self.groups.get_or_create(group_id).state_timestamp_ms = -1
-            self.store.put(group_id, (topic, partition), value)
-        log.info("loaded %d groups and %d committed offsets from %d records of %s", len(self.groups.groups),
-                 sum(1 for v in offsets.values() if v is not None), count, OFFSETS_TOPIC)
-        self.log.maybe_compact()
-        self._next_check_ms = self.scheduler.now_ms() + self.check_interval_ms
+            self.store.put(group_id, (topic, p), value)
+        for producer_id, txn_offsets in pending.items():
+            self.pending_txn.setdefault(producer_id, {}).update(
+                {k: v for k, v in txn_offsets.items() if v is not None})
+        self.loaded.add(partition)
+        log.log(logging.INFO if count else logging.DEBUG,
+                "%s-%d: loaded %d groups and %d committed offsets from %d records", OFFSETS_TOPIC, partition,
+                 sum(1 for g in groups.values() if g is not None), sum(1 for v in offsets.values() if v is not None),
+                 count)
+
+    def unload_partition(self, partition: int) -> None:
+        """This broker no longer leads ``partition``: forget its groups (clients find the new coordinator)."""
+        self.loaded.discard(partition)
+        doomed = [g for g in set(self.groups.groups) | set(self.store.group_ids())
+                  if self.log.partition_for(g) == partition]
+        self.groups.unload(doomed)
+        for group_id in doomed:
+            self.store.delete_group(group_id)
+        for offsets in self.pending_txn.values():
+            for key in [k for k in offsets if self.log.partition_for(k[0]) == partition]:
+                del offsets[key]
+        self.log.forget(partition)
+        log.log(logging.INFO if doomed else logging.DEBUG, "%s-%d: unloaded %d groups", OFFSETS_TOPIC, partition,
+                len(doomed))
+
+    # -- transactional offsets -----------------------------------------------------------------------------
+
+    async def commit_transactional(self, group_id: str, producer_id: int, producer_epoch: int,
+                                   offsets: list[tuple[str, int, OffsetValue]]) -> int:
+        """TxnOffsetCommit: write the offsets as records of the producer's transaction (they stay pending
+        until its marker) and answer once they are durable and replicated; an error code."""
+        partition = self.log.partition_for(group_id)
+        replica = self.log.leader(partition)
+        entry = replica.log.producer_state.entry(producer_id)
+        if entry is not None and producer_epoch < entry.epoch:
+            return ErrorCode.INVALID_PRODUCER_EPOCH
+        now = self.scheduler.now_ms()
+        for _, _, value in offsets:
+            if value.commit_timestamp < 0:
+                value.commit_timestamp = now
+        records = [(offset_key(group_id, t, p), encode_offset_value(v)) for t, p, v in offsets]
+        try:
+            await asyncio.wrap_future(self.log.append_transactional(partition, producer_id, producer_epoch, records))
+        except ReplicationError as exc:
+            return exc.error_code
+        except OSError as exc:
+            log.error("group %s: cannot write transactional offsets: %s", group_id, exc)
+            return ErrorCode.COORDINATOR_NOT_AVAILABLE
+        staged = self.pending_txn.setdefault(producer_id, {})
+        for topic, p, value in offsets:
+            staged[(group_id, topic, p)] = value
+        return ErrorCode.NONE
+
+    def has_pending_offset(self, group_id: str, topic: str, partition: int) -> bool:
+        key = (group_id, topic, partition)
+        return any(key in offsets for offsets in self.pending_txn.values())
+
+    def complete_transaction(self, producer_id: int, partition: int, commit: bool) -> None:
+        """A marker for ``producer_id`` was written to ``partition`` of `__consumer_offsets`: its pending
+        offsets there become committed (COMMIT) or are dropped (ABORT)."""
+        offsets = self.pending_txn.get(producer_id)
+        if not offsets:
+            return
+        done = {k: v for k, v in offsets.items() if self.log.partition_for(k[0]) == partition}
+        for key in done:
+            del offsets[key]
+        if not offsets:
+            del self.pending_txn[producer_id]
+        if commit:
+            self.log.commit_live(partition, [(offset_key(g, t, p), encode_offset_value(v))
+                                             for (g, t, p), v in done.items()])
+            for (group_id, topic, p), value in done.items():
+                self.groups.get_or_create(group_id)
+                self.store.put(group_id, (topic, p), value)
+
+    # -- maintenance ---------------------------------------------------------------------------------------
 
     def tick(self, now_ms: int) -> None:
         if not self._started:
             self._started = True
             self.scheduler.start()  # type: ignore[attr-defined]
-        if now_ms >= self._next_check_ms:
+        busy = self._maintenance is not None and not self._maintenance.done()
+        if now_ms >= self._next_check_ms and not busy:
             self._next_check_ms = now_ms + self.check_interval_ms
-            self.offsets.expire()
-            self.log.maybe_compact()
+            self._maintenance = asyncio.ensure_future(self._maintain())
+
+    async def _maintain(self) -> None:
+        try:
+            await self.offsets.expire()
+            await self.log.maybe_compact()
+        except Exception:
+            log.warning("offsets maintenance did not finish; retrying at the next check", exc_info=True)
 
     def close(self) -> None:
+        if self._maintenance is not None:
+            self._maintenance.cancel()
         self.groups.close()

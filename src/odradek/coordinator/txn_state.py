@@ -18,8 +18,9 @@ length plus UTF-8; a null value (tombstone) forgets the id::
             pending offsets: int32 n, n x [group string, topic string, partition int32, offset int64,
                                            leader_epoch int32, metadata string, commit_timestamp int64]
 
-Pending offsets are TxnOffsetCommit's offsets, stored with the transaction until it completes: on commit
-they are written to `__consumer_offsets` (visible to the group), on abort they are dropped.
+The pending offsets section is written empty: transactional offsets live in `__consumer_offsets` as
+transactional records of the producer (the group coordinator's, coordinator/service.py). Records of earlier
+versions of odradek, which kept them here, are read and the section is skipped.
 
 Not thread-safe; owned by the event loop.
 """
@@ -30,7 +31,6 @@ import enum
 import struct
 from dataclasses import dataclass, field
 
-from odradek.coordinator.persistence import OffsetValue
 
 KEY_VERSION = 0
 VALUE_VERSION = 0
@@ -61,9 +61,6 @@ _NAMES = {
 }
 STATE_BY_NAME = {name: state for state, name in _NAMES.items()}
 
-PendingKey = tuple[str, str, int]  # (group, topic, partition)
-
-
 @dataclass
 class TxnMetadata:
     transactional_id: str
@@ -76,12 +73,11 @@ class TxnMetadata:
     start_timestamp: int = -1
     last_update_timestamp: int = -1
     partitions: set[tuple[str, int]] = field(default_factory=set)
-    pending_offsets: dict[PendingKey, OffsetValue] = field(default_factory=dict)
 
     def copy(self) -> "TxnMetadata":
         return TxnMetadata(self.transactional_id, self.producer_id, self.producer_epoch, self.timeout_ms, self.state,
                            self.last_producer_id, self.last_producer_epoch, self.start_timestamp,
-                           self.last_update_timestamp, set(self.partitions), dict(self.pending_offsets))
+                           self.last_update_timestamp, set(self.partitions))
 
     @property
     def preparing(self) -> bool:
@@ -131,13 +127,7 @@ def encode_value(m: TxnMetadata) -> bytes:
     for topic, partition in sorted(m.partitions):
         _put_str(out, topic)
         out += _I.pack(partition)
-    out += _I.pack(len(m.pending_offsets))
-    for (group, topic, partition), v in m.pending_offsets.items():
-        _put_str(out, group)
-        _put_str(out, topic)
-        out += _OFFSET.pack(partition, v.offset, v.leader_epoch)
-        _put_str(out, v.metadata)
-        out += struct.pack(">q", v.commit_timestamp)
+    out += _I.pack(0)  # no pending offsets (see the module docstring)
     return bytes(out)
 
 
@@ -157,15 +147,12 @@ def decode_value(transactional_id: str, raw: bytes) -> TxnMetadata:
         m.partitions.add((topic, partition))
     (n,) = _I.unpack_from(raw, pos)
     pos += 4
-    for _ in range(n):
-        group, pos = _get_str(raw, pos)
-        topic, pos = _get_str(raw, pos)
-        partition, offset, leader_epoch = _OFFSET.unpack_from(raw, pos)
+    for _ in range(n):  # pending offsets of an earlier version: skipped
+        _, pos = _get_str(raw, pos)
+        _, pos = _get_str(raw, pos)
         pos += _OFFSET.size
-        metadata, pos = _get_str(raw, pos)
-        (commit_ts,) = struct.unpack_from(">q", raw, pos)
+        _, pos = _get_str(raw, pos)
         pos += 8
-        m.pending_offsets[(group, topic, partition)] = OffsetValue(offset, leader_epoch, metadata, commit_ts)
     if pos != len(raw):
         raise ValueError("trailing bytes after a transaction record")
     return m

@@ -31,8 +31,14 @@ async def serve(broker: Broker, host: str, port: int) -> None:
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
     bound = server.sockets[0].getsockname()
-    if broker.advertised_port == 0:
-        broker.advertised_port = bound[1]
+    broker.listening_on(bound[0], bound[1])
+    try:
+        await broker.start()
+    except Exception as exc:
+        log.error("cannot join the cluster: %s", exc)
+        server.close()
+        broker.close()
+        raise
     print(f"{READY_MARKER} {bound[0]}:{bound[1]}", flush=True)
     sys.stdout.flush()
 
@@ -51,6 +57,7 @@ async def serve(broker: Broker, host: str, port: int) -> None:
     finally:
         log.info("shutting down")
         tick_task.cancel()
+        await broker.shutdown()  # cluster mode: leadership moves away first (controlled shutdown)
         server.close()
         for conn in list(connections):
             conn.close()

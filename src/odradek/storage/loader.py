@@ -10,6 +10,7 @@ Partition directory layout (``{data_dir}/{topic}-{partition}/``)::
     recovery-point                  first unsynced segment  (RecoveryPointCheckpoint)
     00000000000000001234.snapshot   producer state at 1234  (ProducerStateSnapshot, producer_state.py)
     00000000000000000000.txnindex   aborted transactions    (TransactionIndex, txn_index.py)
+    leader-epoch-checkpoint         epoch -> start offset   (LeaderEpochCache, leader_epoch.py)
 
 Invariants kept on disk: only segments at or after the recovery point can be torn (the log flusher fsyncs a
 rolled segment, indexes included, before it moves the recovery point past it), and checkpoints are replaced
@@ -32,11 +33,13 @@ from .segment import (
     LOG_SUFFIX,
     TIME_INDEX_SUFFIX,
     ChunkedBatchReader,
+    CorruptSegmentError,
     LogSegment,
     parse_segment_file_name,
 )
 
 if TYPE_CHECKING:
+    from .leader_epoch import LeaderEpochCache
     from .producer_state import ProducerStateManager
     from .txn_index import TransactionIndex
 
@@ -176,9 +179,11 @@ def scan_batches(
         pos += size
 
 
-def recover_segment(segment: LogSegment) -> int:
+def recover_segment(segment: LogSegment, epochs: "LeaderEpochCache | None" = None) -> int:
     """Validate every batch of ``segment``, cut the file at the first invalid one and rebuild its indexes.
 
+    With ``epochs``, a batch whose leader epoch is newer than the cache's latest is assigned there (in
+    memory: the caller flushes), so the cache follows data appended after its last checkpoint.
     Returns the number of bytes cut off.
     """
     segment.begin_rebuild()
@@ -186,6 +191,8 @@ def recover_segment(segment: LogSegment) -> int:
     for pos, header in scan_batches(segment.fd, 0, segment.size, segment.base_offset, segment.base_offset, True):
         segment.observe(pos, header)
         valid_end = pos + header.size
+        if epochs is not None and header.partition_leader_epoch > epochs.latest_epoch:
+            epochs.assign(header.partition_leader_epoch, header.base_offset, persist=False)
     cut = segment.size - valid_end
     if cut:
         log.warning("%s: cutting %d bytes of torn or invalid data at byte %d", segment.log_path, cut, valid_end)
@@ -203,6 +210,7 @@ class LoadedLog:
     truncated_bytes: int
     producer_state: "ProducerStateManager | None" = None
     txn_index: "TransactionIndex | None" = None
+    leader_epoch_cache: "LeaderEpochCache | None" = None
 
 
 class LogLoader:
@@ -219,6 +227,11 @@ class LogLoader:
       lost by the OS), the log restarts empty at the start offset.
     * Producer state: the newest snapshot not past the recovered end, plus the batch headers after it
       (``ProducerStateManager.rebuild``); snapshots past the end (the log was cut back) are deleted.
+    * Leader epoch cache: the checkpoint, plus the newer epochs of the batches that recovery validates (data
+      appended after the checkpoint was written); entries that start past the recovered end are dropped
+      (one starting at it stays: a leader's epoch with no records yet) and the first one starts no lower
+      than the log start. A missing or unreadable checkpoint is rebuilt from the batch headers of the whole
+      log (and written, so that happens once).
 
     Concurrency: runs once, before the PartitionLog exists; single-threaded.
     """
@@ -228,13 +241,20 @@ class LogLoader:
         self.config = config
         self.clean_shutdown = clean_shutdown
         self.now_ms = now_ms
+        self._recovered_epochs: "LeaderEpochCache | None" = None  # where recover_segment assigns epochs
 
     def load(self) -> LoadedLog:
+        from .leader_epoch import LeaderEpochCache  # leader_epoch imports this module
+
         self.directory.mkdir(parents=True, exist_ok=True)
         bases = self._sweep_and_list()
         interval = self.config.index_interval_bytes
         segments: list[LogSegment] = []
         truncated = 0
+        checkpointed_epochs = LeaderEpochCache.read(self.directory)
+        epochs = LeaderEpochCache(self.directory, checkpointed_epochs or ())
+        # recovery adds the epochs of what it validates; a cache rebuilt from scratch walks every segment
+        self._recovered_epochs = epochs if checkpointed_epochs is not None else None
         try:
             for base in bases:
                 segments.append(LogSegment.open(self.directory, base, interval))
@@ -254,25 +274,43 @@ class LogLoader:
                     segment.delete()
                 segments = [LogSegment.create(self.directory, start, interval)]
                 fsync_dir(self.directory)
+                end = start
+                epochs = LeaderEpochCache(self.directory)
+            self._load_epochs(epochs, checkpointed_epochs, segments, start, end)
             producer_state, txn_index = self._load_producer_state(segments)
         except BaseException:
             for segment in segments:
                 segment.close()
             raise
-        return LoadedLog(segments, start, truncated, producer_state, txn_index)
+        return LoadedLog(segments, start, truncated, producer_state, txn_index, epochs)
+
+    def _load_epochs(self, epochs: "LeaderEpochCache", checkpointed: list[tuple[int, int]] | None,
+                     segments: list[LogSegment], start: int, end: int) -> None:
+        """Complete the leader epoch cache (see the class docstring) and write it if it changed."""
+        if checkpointed is None and end > start:
+            log.info("%s: rebuilding the leader epoch cache from the batch headers", self.directory)
+            try:
+                for segment in segments:
+                    for _, header in segment.walk(0):
+                        if header.partition_leader_epoch > epochs.latest_epoch:
+                            epochs.assign(header.partition_leader_epoch, header.base_offset, persist=False)
+            except CorruptSegmentError as exc:
+                log.error("%s: leader epoch rebuild stopped: %s", self.directory, exc)
+        # an entry starting exactly at the end stays: a leader's epoch that has no records yet
+        epochs.truncate_from_end(end + 1, persist=False)
+        epochs.truncate_from_start(start, persist=False)
+        if epochs.entries != (checkpointed or []) or (checkpointed is None and end > start):
+            epochs.flush()
 
     def _load_producer_state(self, segments: list[LogSegment]) -> "tuple[ProducerStateManager, TransactionIndex]":
         """Producer state (snapshot + replay) and the aborted-transaction index: its entries from the replay's
         start offset on are rebuilt from the markers the replay meets."""
         from .producer_state import ProducerStateManager  # producer_state imports this module
-        from .txn_index import AbortedTxn, TransactionIndex
+        from .txn_index import TransactionIndex
 
         state = ProducerStateManager(self.directory)
-        replay_from, completed = state.rebuild(segments, segments[-1].next_offset)
         index = TransactionIndex(self.directory)
-        aborted = [AbortedTxn(t.producer_id, t.first_offset, t.last_offset, t.last_stable_offset)
-                   for t in completed if t.aborted]
-        index.load([s.base_offset for s in segments], replay_from, aborted)
+        state.restore(segments, segments[-1].next_offset, index)
         return state, index
 
     def _sweep_and_list(self) -> list[int]:
@@ -307,7 +345,7 @@ class LogLoader:
             if trusted and segment.indexes_look_sane(next_base):
                 segment.adopt_sealed_state(next_base)
             else:
-                cut = recover_segment(segment)
+                cut = recover_segment(segment, self._recovered_epochs)
                 truncated += cut
                 if cut or segment.next_offset > next_base:
                     log.error("%s: damaged sealed segment; dropping the %d segments after it",
@@ -322,14 +360,11 @@ class LogLoader:
         return truncated
 
     def _load_last(self, segment: LogSegment) -> int:
-        if self.clean_shutdown and segment.indexes_look_sane(None) and self._step_over_tail(segment):
-            pass
-        else:
-            cut = recover_segment(segment)
-            self._set_rolling_base(segment)
-            return cut
-        self._set_rolling_base(segment)
-        return 0
+        cut = 0
+        if not (self.clean_shutdown and segment.indexes_look_sane(None) and self._step_over_tail(segment)):
+            cut = recover_segment(segment, self._recovered_epochs)
+        segment.init_rolling_base(self.now_ms)
+        return cut
 
     def _step_over_tail(self, segment: LogSegment) -> bool:
         """Find the end offset of a cleanly closed segment from its last index entry; False if inconsistent."""
@@ -351,12 +386,3 @@ class LogLoader:
         if last_time is not None and segment.base_offset + last_time[1] >= segment.next_offset:
             return False
         return True
-
-    def _set_rolling_base(self, segment: LogSegment) -> None:
-        if segment.size == 0:
-            return
-        base = min(segment.mtime_ms(), self.now_ms)
-        first = segment.header_at(0)
-        if first is not None and 0 <= first.max_timestamp < base:
-            base = first.max_timestamp
-        segment.rolling_base_ms = base

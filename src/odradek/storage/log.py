@@ -9,16 +9,25 @@ import time
 import uuid
 from bisect import bisect_right
 from concurrent.futures import Future, wait
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable
+from typing import Callable, Iterator
 
 from odradek.records.batch import BatchHeader, patch_base_offset
 
 from .config import INT32_MAX, LogConfig
 from .flusher import SYNCHRONOUS, LogFlusher, completed_future
-from .loader import LogLoader, LogStartCheckpoint, RecoveryPointCheckpoint, fsync_dir, fsync_path
-from .producer_state import DuplicateBatch, ProducerStateManager
+from .leader_epoch import LeaderEpochCache
+from .loader import (
+    LogLoader,
+    LogStartCheckpoint,
+    RecoveryPointCheckpoint,
+    fsync_dir,
+    fsync_path,
+    write_file_atomically,
+)
+from .producer_state import CompletedTxn, DuplicateBatch, ProducerStateManager, read_marker
 from .segment import FileRegion, LogSegment
 from .txn_index import AbortedTxn, TransactionIndex
 
@@ -45,6 +54,19 @@ class StorageError(OSError):
     """The log cannot serve the request (closed, or left inconsistent by an I/O error)."""
 
 
+class OffsetsOutOfOrderError(ValueError):
+    """A follower's append whose batches do not continue the log: a base offset below the log end offset,
+    or offsets that do not increase. Nothing was written. ``first_offset``/``last_offset`` are those of the
+    offending batch, ``log_end_offset`` the least base offset it could have had."""
+
+    def __init__(self, first_offset: int, last_offset: int, log_end_offset: int) -> None:
+        super().__init__(f"batch at offsets [{first_offset}, {last_offset}] does not follow offset "
+                         f"{log_end_offset - 1}")
+        self.first_offset = first_offset
+        self.last_offset = last_offset
+        self.log_end_offset = log_end_offset
+
+
 @dataclass(frozen=True, slots=True)
 class AppendResult:
     base_offset: int  # offset assigned to the first record
@@ -59,8 +81,28 @@ class AppendResult:
 class PartitionLog:
     """One topic-partition: segments in offset order, the last one active, plus the log start offset.
 
-    ``log_end_offset`` (== high watermark on a single node) advances only after an append's bytes are in
-    the file; reads are bounded by it.
+    ``log_end_offset`` advances only after an append's bytes are in the file; reads are bounded by it.
+
+    High watermark: the offset below which records are committed (replicated to every in-sync replica),
+    kept apart from the log end. Appends do not move it: the replication layer does, with
+    ``update_high_watermark`` (on a single node, to the log end after every append). It starts at the
+    recovered log end when the log is opened, stays within [log_start_offset, log_end_offset] (truncation
+    lowers it, a moving log start raises it), and retention never deletes a segment that reaches past it.
+    ``last_stable_offset`` is bounded by it.
+
+    Leader epochs (KIP-101): ``leader_epoch_cache`` (leader_epoch.py) maps each leader epoch to the offset
+    where its records start, loaded (or rebuilt) at open. Every append (``append``, ``append_marker``,
+    ``append_replicated``) assigns (partition_leader_epoch, base offset) of each batch whose epoch is newer
+    than the cache's latest: one integer comparison per batch, the checkpoint written by the flusher only
+    when an epoch changes. ``end_offset_for_epoch`` answers OffsetForLeaderEpoch.
+
+    Follower side: ``append_replicated`` appends batches that already carry the leader's offsets and epochs;
+    ``truncate_to`` cuts the log back to a batch boundary (segments, indexes, transaction index, producer
+    state, epoch cache, high watermark, recovery point); ``truncate_fully_and_start_at`` restarts it empty at
+    an offset; ``maybe_increment_log_start`` follows the leader's log start. The truncations first wait for
+    this log's pending flusher jobs (they name files about to go) and order their file changes so that a
+    crash at any point leaves a log the loader opens: later segments are deleted before an earlier one is
+    cut, the recovery point is lowered before any segment changes, snapshots past the new end are deleted.
 
     Roll: the active segment's indexes are completed and the next segment is created at once; making the old
     one durable is a job for the ``LogFlusher``: fsync of the .log, its indexes and transaction index, the
@@ -83,7 +125,8 @@ class PartitionLog:
     producer ids never reach it.
 
     Transactions: transactional batches open a transaction per producer (tracked by the producer state);
-    ``last_stable_offset`` (LSO) is the first offset of the oldest open one, or the high watermark.
+    ``last_stable_offset`` (LSO) is the first offset of the oldest open one (no lower than the log start),
+    or the high watermark if that is lower.
     ``append_marker`` writes a COMMIT/ABORT control batch for the transaction coordinator; an abort is
     recorded in the ``TransactionIndex`` that read_committed fetches consult (``aborted_transactions``).
 
@@ -92,7 +135,8 @@ class PartitionLog:
 
     def __init__(self, directory: Path, config: LogConfig, segments: list[LogSegment], log_start_offset: int,
                  clock: Clock, producer_state: ProducerStateManager | None = None,
-                 txn_index: TransactionIndex | None = None, flusher: LogFlusher = SYNCHRONOUS) -> None:
+                 txn_index: TransactionIndex | None = None, flusher: LogFlusher = SYNCHRONOUS,
+                 leader_epoch_cache: LeaderEpochCache | None = None) -> None:
         self.directory = directory
         self._config = config
         self._segments = segments
@@ -113,6 +157,11 @@ class PartitionLog:
             producer_state.map_end_offset = self._end
         self.producer_state = producer_state
         self.txn_index = txn_index if txn_index is not None else TransactionIndex(directory)
+        self._hw = self._end
+        if leader_epoch_cache is None:
+            leader_epoch_cache = LeaderEpochCache(directory)
+        leader_epoch_cache.writer = self._write_file_later
+        self.leader_epoch_cache = leader_epoch_cache
 
     @classmethod
     def open(cls, directory: Path, config: LogConfig, *, clean_shutdown: bool = False,
@@ -126,7 +175,7 @@ class PartitionLog:
         clock = clock or wall_clock_ms
         loaded = LogLoader(directory, config, clean_shutdown, clock()).load()
         return cls(directory, config, loaded.segments, loaded.log_start_offset, clock, loaded.producer_state,
-                   loaded.txn_index, flusher)
+                   loaded.txn_index, flusher, loaded.leader_epoch_cache)
 
     # -- state ------------------------------------------------------------------------------------------
 
@@ -138,13 +187,34 @@ class PartitionLog:
     def log_end_offset(self) -> int:
         return self._end
 
-    high_watermark = log_end_offset
+    @property
+    def high_watermark(self) -> int:
+        return self._hw
+
+    def update_high_watermark(self, offset: int) -> bool:
+        """Set the high watermark to ``offset``, clamped to [log_start_offset, log_end_offset] (it may go
+        down: a follower takes the leader's); returns whether it moved."""
+        hw = min(max(offset, self._start), self._end)
+        if hw == self._hw:
+            return False
+        self._hw = hw
+        return True
 
     @property
     def last_stable_offset(self) -> int:
-        """The offset below which every transaction is decided: min(first offset of open ones, HW)."""
+        """The offset below which every transaction is decided: min(first offset of open ones, HW), where
+        an open transaction that began below the log start counts from the log start."""
         unstable = self.producer_state.first_unstable_offset()
-        return self._end if unstable is None else min(unstable, self._end)
+        return self._hw if unstable is None else min(max(unstable, self._start), self._hw)
+
+    @property
+    def latest_epoch(self) -> int:
+        """The newest leader epoch in the epoch cache (-1: none)."""
+        return self.leader_epoch_cache.latest_epoch
+
+    def end_offset_for_epoch(self, epoch: int) -> tuple[int, int]:
+        """OffsetForLeaderEpoch: (epoch, end offset) for a requested epoch (LeaderEpochCache.end_offset_for)."""
+        return self.leader_epoch_cache.end_offset_for(epoch, self._end)
 
     def aborted_transactions(self, from_offset: int, upper_bound: int) -> list[AbortedTxn]:
         """Aborted transactions overlapping [from_offset, upper_bound) (for read_committed fetches)."""
@@ -191,6 +261,7 @@ class PartitionLog:
         grow past segment.bytes, is older than segment.ms, or the offsets would not fit its int32 range.
         Batches with a producer id are checked first: raises ``ProducerStateError`` (nothing written), or
         returns the original offsets with ``duplicate=True`` for a retried batch (nothing written).
+        The high watermark does not move.
         """
         self._check_writable()
         if not batches:
@@ -200,6 +271,8 @@ class PartitionLog:
         assigned: list[tuple[int, BatchHeader]] = []
         messages = 0
         idempotent = False
+        latest_epoch = self.leader_epoch_cache.latest_epoch
+        new_epoch = False
         for pos, header in batches:
             patch_base_offset(records, pos, next_offset)
             header = header._replace(base_offset=next_offset)
@@ -208,6 +281,8 @@ class PartitionLog:
             messages += header.records_count
             if header.producer_id >= 0:
                 idempotent = True
+            if header.partition_leader_epoch > latest_epoch:
+                new_epoch = True
         last_offset = next_offset - 1
         producer_append = None
         if idempotent:
@@ -215,22 +290,14 @@ class PartitionLog:
             if isinstance(producer_append, DuplicateBatch):
                 dup = producer_append
                 return AppendResult(dup.first_offset, dup.last_offset, self._start, dup.timestamp, duplicate=True)
-        segment = self._active
-        if segment.broken:
-            raise StorageError(f"{segment.log_path} holds a partial write that could not be undone")
-        if self._should_roll(segment, len(records), last_offset, now):
-            segment = self._roll()
+        segment = self._segment_for(len(records), last_offset, now)
         segment.append(records, assigned, now)
         self._end = next_offset
         if producer_append is not None:
             self.producer_state.commit(producer_append, next_offset)
-        self._unflushed_messages += messages
-        self._dirty = True
-        flush = self._config.flush_messages
-        if flush is not None and self._unflushed_messages >= flush:
-            durable = self._start_flush()
-        else:
-            durable = self.maybe_flush(now)
+        if new_epoch:
+            self._assign_epochs(assigned)
+        durable = self._count_unflushed(messages, now)
         return AppendResult(first_offset, last_offset, self._start, assigned[0][1].max_timestamp,
                             durable=durable)
 
@@ -238,42 +305,128 @@ class PartitionLog:
         """Append one transaction marker (a control batch from ``records.codec.build_control_batch``, as
         ``validate_v2`` read it) for the coordinator; returns its offset. Closes the producer's transaction
         here and indexes it when ``aborted``. Raises ``InvalidProducerEpochError`` for a marker older than
-        the producer's epoch (nothing written)."""
+        the producer's epoch (nothing written). The caller stamps the leader epoch (``header`` carries it)."""
         self._check_writable()
         self.producer_state.check_marker(header.producer_id, header.producer_epoch)
         now = self._clock()
         offset = self._end
         patch_base_offset(records, 0, offset)
         header = header._replace(base_offset=offset)
-        segment = self._active
-        if segment.broken:
-            raise StorageError(f"{segment.log_path} holds a partial write that could not be undone")
-        if self._should_roll(segment, len(records), offset, now):
-            segment = self._roll()
+        segment = self._segment_for(len(records), offset, now)
         segment.append(records, [(0, header)], now)
         self._end = offset + 1
-        completed = self.producer_state.apply_marker(header, aborted, coordinator_epoch)
+        self._index_if_aborted(segment, self.producer_state.apply_marker(header, aborted, coordinator_epoch))
+        if header.partition_leader_epoch > self.leader_epoch_cache.latest_epoch:
+            self._assign_epochs([(0, header)])
+        self._count_unflushed(1, now)
+        return offset
+
+    def append_replicated(self, records: bytearray | memoryview,
+                          batches: list[tuple[int, BatchHeader]]) -> AppendResult:
+        """A follower's append: batches as the leader wrote them (``validate_v2`` of a fetched record set),
+        offsets and leader epochs included; nothing is patched.
+
+        The first base offset must be at least log_end_offset (offsets may skip, as after compaction) and
+        every batch must start past the previous one's last offset: else ``OffsetsOutOfOrderError`` and
+        nothing is written. Rolls as ``append`` does (a new segment starts at the base offset of the batch
+        that did not fit). Producer state follows without checks (``ProducerStateManager.replay``); a COMMIT
+        or ABORT marker closes its transaction and an abort is indexed, as ``append_marker`` does; newer
+        leader epochs are assigned. Only batch headers are looked at, and control batches read. The flush
+        policy applies as for ``append``; the high watermark does not move.
+        """
+        self._check_writable()
+        if not batches:
+            raise ValueError("append of an empty record set")
+        expected = self._end
+        messages = 0
+        producers = False
+        latest_epoch = self.leader_epoch_cache.latest_epoch
+        new_epoch = False
+        for _, header in batches:
+            if header.base_offset < expected:
+                raise OffsetsOutOfOrderError(header.base_offset, header.last_offset, expected)
+            expected = header.last_offset + 1
+            messages += header.records_count
+            if header.producer_id >= 0:
+                producers = True
+            if header.partition_leader_epoch > latest_epoch:
+                new_epoch = True
+        now = self._clock()
+        first = batches[0][1]
+        if expected - 1 - first.base_offset <= INT32_MAX:
+            self._append_run(records, batches, now, producers, new_epoch)
+        else:  # more offsets than one segment can hold (gaps of a compacted log)
+            for data, run in _runs_within_int32(records, batches):
+                self._append_run(data, run, now, producers, new_epoch)
+        durable = self._count_unflushed(messages, now)
+        return AppendResult(first.base_offset, expected - 1, self._start, first.max_timestamp, durable=durable)
+
+    def _append_run(self, records: bytearray | memoryview, batches: list[tuple[int, BatchHeader]], now: int,
+                    producers: bool, new_epoch: bool) -> None:
+        """Write replicated batches that fit one segment, and let the producer state and epochs follow."""
+        last_offset = batches[-1][1].last_offset
+        segment = self._segment_for(len(records), last_offset, now, batches[0][1].base_offset)
+        segment.append(records, batches, now)
+        self._end = last_offset + 1
+        if producers:
+            state = self.producer_state
+            for pos, header in batches:
+                if header.producer_id < 0:
+                    continue
+                if header.is_control:
+                    marker = read_marker(records, pos)
+                    self._index_if_aborted(segment, state.replay(header, *(marker or (None, -1))))
+                else:
+                    state.replay(header)
+        if new_epoch:
+            self._assign_epochs(batches)
+
+    def _segment_for(self, size: int, last_offset: int, now_ms: int, roll_base: int | None = None) -> LogSegment:
+        """The segment the next ``size`` bytes go to: the active one, or a new one (``roll_base``: its base
+        offset, default the log end) when it should roll."""
+        segment = self._segments[-1]
+        if segment.broken:
+            raise StorageError(f"{segment.log_path} holds a partial write that could not be undone")
+        if self._should_roll(segment, size, last_offset, now_ms):
+            segment = self._roll(roll_base)
+        return segment
+
+    def _index_if_aborted(self, segment: LogSegment, completed: CompletedTxn | None) -> None:
+        """A marker in ``segment`` closed ``completed``: an abort goes into the transaction index."""
         if completed is not None and completed.aborted:
             self.txn_index.append(segment.base_offset, AbortedTxn(
                 completed.producer_id, completed.first_offset, completed.last_offset, completed.last_stable_offset))
+
+    def _assign_epochs(self, batches: list[tuple[int, BatchHeader]]) -> None:
+        """Assign the batches' leader epochs that are newer than the cache's latest (the data is written)."""
+        cache = self.leader_epoch_cache
+        for _, header in batches:
+            if header.partition_leader_epoch > cache.latest_epoch:
+                cache.assign(header.partition_leader_epoch, header.base_offset)
+
+    def _count_unflushed(self, messages: int, now_ms: int) -> Future | None:
+        """Flush policy after a write of ``messages`` records: the flush it started, if any."""
+        self._unflushed_messages += messages
         self._dirty = True
-        self._unflushed_messages += 1
-        self.maybe_flush(now)
-        return offset
+        flush = self._config.flush_messages
+        if flush is not None and self._unflushed_messages >= flush:
+            return self._start_flush()
+        return self.maybe_flush(now_ms)
 
     def _should_roll(self, segment: LogSegment, size: int, last_offset: int, now_ms: int) -> bool:
+        if last_offset - segment.base_offset > INT32_MAX:
+            return True
         if segment.size == 0:
             return False
         if segment.size + size > self._config.max_segment_bytes:
             return True
-        if last_offset - segment.base_offset > INT32_MAX:
-            return True
         return segment.rolling_base_ms is not None and now_ms - segment.rolling_base_ms > self._config.segment_ms
 
-    def _roll(self) -> LogSegment:
+    def _roll(self, base_offset: int | None = None) -> LogSegment:
         old = self._active
         old.seal(sync=False)
-        new = LogSegment.create(self.directory, self._end, self._config.index_interval_bytes)
+        new = LogSegment.create(self.directory, self._end if base_offset is None else base_offset,
+                                self._config.index_interval_bytes)
         self._segments.append(new)
         self._bases.append(new.base_offset)
         snapshot = self.producer_state.encode_snapshot(self._end)
@@ -294,6 +447,10 @@ class PartitionLog:
         self._write_snapshot(snapshot)
         RecoveryPointCheckpoint.write(self.directory, new_base)
 
+    def _write_file_later(self, path: Path, data: bytes) -> None:
+        """Replace ``path`` with ``data`` atomically in a flusher job (the leader epoch checkpoint)."""
+        self._submit(lambda: write_file_atomically(path, data))
+
     def _submit(self, job: Callable[[], None]) -> Future:
         """Hand ``job`` to the flusher; a failure is recorded (see the class docstring) unless the log was
         closed meanwhile, when its files may be gone on purpose."""
@@ -310,6 +467,11 @@ class PartitionLog:
         future = self._flusher.submit(run)
         self._last_job = future
         return future
+
+    def _wait_for_jobs(self) -> None:
+        """Block until every flusher job of this log queued so far has run (they run in order)."""
+        if self._last_job is not None:
+            wait([self._last_job])
 
     # -- read -------------------------------------------------------------------------------------------
 
@@ -333,16 +495,10 @@ class PartitionLog:
         nothing = b"" if region_min_bytes is None else []
         if offset == self._end:
             return nothing
-        i = bisect_right(self._bases, offset) - 1
-        found = None
-        while i < len(self._segments):
-            found = self._segments[i].find(offset)
-            if found is not None:
-                break
-            i += 1
-        if found is None:
+        located = self._locate(offset)
+        if located is None:
             return nothing
-        pos = found[0]
+        i, pos, _ = located
         chunks: list[bytes | FileRegion] = []
         budget = max_bytes
         force_first = min_one_batch
@@ -363,6 +519,16 @@ class PartitionLog:
         if len(chunks) == 1:
             return chunks[0]
         return b"".join(chunks)
+
+    def _locate(self, offset: int) -> tuple[int, int, BatchHeader] | None:
+        """(segment index, position, header) of the first batch whose last offset is >= ``offset``."""
+        i = bisect_right(self._bases, offset) - 1
+        while i < len(self._segments):
+            found = self._segments[i].find(offset)
+            if found is not None:
+                return i, found[0], found[1]
+            i += 1
+        return None
 
     def find_batch_by_timestamp(self, timestamp_ms: int) -> tuple[int, bytes] | None:
         """The first batch at or after the log start whose max_timestamp >= ``timestamp_ms``.
@@ -415,10 +581,29 @@ class PartitionLog:
             raise OffsetOutOfRangeError(offset, self._start, self._end)
         if offset <= self._start:
             return self._start, completed_future()
-        self._start = offset
-        durable = self._checkpoint_start()
+        durable = self._move_start(offset)
         self._delete_oldest(self._count_below_start())
         return self._start, durable
+
+    def maybe_increment_log_start(self, offset: int) -> bool:
+        """A follower learned that the leader's log start is ``offset``: move the start there (never past
+        the log end, never back) and drop the segments wholly below it, as DeleteRecords does. Returns
+        whether the start moved."""
+        self._check_open()
+        offset = min(offset, self._end)
+        if offset <= self._start:
+            return False
+        self.delete_records_before(offset)
+        return True
+
+    def _move_start(self, offset: int) -> Future:
+        """The log start moves up to ``offset``: the high watermark and the leader epoch cache follow, and the
+        checkpoint is queued (its future)."""
+        self._start = offset
+        if self._hw < offset:
+            self._hw = offset
+        self.leader_epoch_cache.truncate_from_start(offset)
+        return self._checkpoint_start()
 
     def _count_below_start(self) -> int:
         n = 0
@@ -427,12 +612,15 @@ class PartitionLog:
         return n
 
     def enforce_retention(self, now_ms: int) -> int:
-        """Delete old whole segments by retention.ms and retention.bytes (never the active one).
+        """Delete old whole segments by retention.ms and retention.bytes (never the active one, nor one that
+        reaches past the high watermark).
 
         Returns the number of segments deleted.
         """
         self._check_open()
         last_sealed = len(self._segments) - 1
+        while last_sealed > 0 and self._bases[last_sealed] > self._hw:
+            last_sealed -= 1  # segment n may go only if the next one starts at or below the HW
         n = self._count_below_start()
         retention_ms = self._config.retention_ms
         if retention_ms >= 0:
@@ -455,8 +643,7 @@ class PartitionLog:
             return
         new_start = max(self._start, self._bases[n])
         if new_start != self._start:
-            self._start = new_start
-            self._checkpoint_start()
+            self._move_start(new_start)
         doomed = self._segments[:n]
         del self._segments[:n]
         del self._bases[:n]
@@ -471,6 +658,118 @@ class PartitionLog:
     def _checkpoint_start(self) -> Future:
         """Queue a write of the log start checkpoint (the value when the job runs: the newest)."""
         return self._submit(lambda: LogStartCheckpoint.write(self.directory, self._start))
+
+    # -- truncation (followers) -------------------------------------------------------------------------
+
+    def truncate_to(self, offset: int) -> None:
+        """Remove every batch from the first one whose last offset is >= ``offset`` on: the new log end is
+        that batch's base offset when the batch holds ``offset`` (Kafka would say ``offset``, leaving the end
+        inside a batch that is gone), else ``offset``. Segments that start past the new end go whole. No-op
+        when ``offset`` >= log_end_offset; an ``offset`` at or below the log start (or a cut that would reach
+        it) restarts the log empty there (``truncate_fully_and_start_at``).
+
+        Waits for this log's pending flusher jobs, then, in this order: lowers the recovery point to the
+        segment being cut, deletes the later segments (newest first), cuts that segment and rebuilds its
+        indexes, fsyncs the directory; rebuilds producer state and transaction index from the newest
+        snapshot at or below the new end (deleting those past it); trims the leader epoch cache and clamps
+        the high watermark. A crash in between leaves a prefix of the old log (or the new one) that the
+        loader opens, and the leader epoch answers make the follower truncate again.
+        """
+        self._check_open()
+        if offset < 0:
+            raise ValueError(f"cannot truncate to a negative offset {offset}")
+        if offset >= self._end:
+            return
+        if offset <= self._start:
+            self.truncate_fully_and_start_at(offset)
+            return
+        located = self._locate(offset)
+        if located is None:  # ``offset`` lies in a gap after the last batch: nothing to remove but the gap
+            i = len(self._segments) - 1
+            cut, new_end = self._segments[i].size, offset
+        else:  # (below ``offset`` when the batch holds it; ``offset`` when it follows a gap)
+            i, cut, header = located
+            new_end = min(header.base_offset, offset)
+        if new_end <= self._start:
+            self.truncate_fully_and_start_at(new_end)
+            return
+        if cut == 0 and self._bases[i] > new_end:  # a segment that starts past the new end goes whole
+            i -= 1
+            cut = self._segments[i].size
+        log.info("%s: truncating from %d to %d", self.directory, self._end, new_end)
+        self._wait_for_jobs()
+        with self._failure_is_fatal():
+            self._lower_recovery_point(self._bases[i])
+            doomed = self._segments[i + 1:]
+            del self._segments[i + 1:]
+            del self._bases[i + 1:]
+            for segment in reversed(doomed):
+                segment.delete()
+            segment = self._segments[i]
+            segment.truncate_batches(cut)
+            segment.index_interval = self._config.index_interval_bytes
+            if segment.rolling_base_ms is None:
+                segment.init_rolling_base(self._clock())
+            fsync_dir(self.directory)
+            self._end = new_end
+            self._after_truncation()
+
+    def truncate_fully_and_start_at(self, offset: int) -> None:
+        """Delete every segment and restart the log empty at ``offset``: log start = end = high watermark =
+        ``offset``, no producer state, no aborted transactions, no leader epochs. For a follower whose
+        leader's log starts past its own end.
+
+        Waits for this log's pending flusher jobs, then: lowers the recovery point, deletes the producer
+        snapshots, the segments (newest first), writes the empty epoch checkpoint, the log start checkpoint,
+        and creates the new segment. A crash in between leaves a prefix of the old log (replayed without
+        snapshots) or an empty one.
+        """
+        self._check_open()
+        if offset < 0:
+            raise ValueError(f"cannot start a log at a negative offset {offset}")
+        log.info("%s: truncating fully, to start again at %d", self.directory, offset)
+        self._wait_for_jobs()
+        with self._failure_is_fatal():
+            self._lower_recovery_point(offset)
+            self.producer_state.delete_all_snapshots()
+            for segment in reversed(self._segments):
+                segment.delete()
+            self.leader_epoch_cache.clear_and_flush()
+            self._wait_for_jobs()  # the empty checkpoint is written before the log start moves
+            LogStartCheckpoint.write(self.directory, offset)
+            self._segments = [LogSegment.create(self.directory, offset, self._config.index_interval_bytes)]
+            self._bases = [offset]
+            fsync_dir(self.directory)
+            self._start = self._end = offset
+            self._after_truncation()
+
+    @contextmanager
+    def _failure_is_fatal(self) -> Iterator[None]:
+        """A truncation that fails halfway leaves the log's state behind its files: refuse further appends
+        (as after a failed fsync); reopening the log recovers it from the files."""
+        try:
+            yield
+        except BaseException as exc:
+            log.error("%s: truncation failed, refusing further appends: %s", self.directory, exc)
+            self._sync_error = exc if isinstance(exc, OSError) else OSError(str(exc))
+            raise
+
+    def _after_truncation(self) -> None:
+        """State that follows the segments after a truncation to ``self._end``."""
+        end = self._end
+        self.producer_state.restore(self._segments, end, self.txn_index)
+        self.leader_epoch_cache.truncate_from_end(end)
+        self._hw = min(max(self._hw, self._start), end)
+        self._unflushed_messages = 0  # the cut synced the active segment
+        self._dirty = False
+        self._queued_flush = None
+
+    def _lower_recovery_point(self, offset: int) -> None:
+        """Before segments at or after ``offset`` change: no recovery point past ``offset`` may vouch for
+        them (a missing checkpoint means 0 already)."""
+        current = RecoveryPointCheckpoint.read(self.directory)
+        if current is not None and current > offset:
+            RecoveryPointCheckpoint.write(self.directory, offset)
 
     # -- flush and lifecycle ----------------------------------------------------------------------------
 
@@ -564,3 +863,20 @@ def rename_for_deletion(directory: Path) -> Path:
     os.rename(directory, target)
     fsync_dir(directory.parent)
     return target
+
+
+def _runs_within_int32(records: bytearray | memoryview, batches: list[tuple[int, BatchHeader]]
+                       ) -> "Iterator[tuple[memoryview, list[tuple[int, BatchHeader]]]]":
+    """Split replicated batches into runs whose offsets each fit one segment's int32 range: (the run's bytes,
+    its batches with positions in them). The batches lie back to back in ``records``."""
+    view = memoryview(records)
+    i, n = 0, len(batches)
+    while i < n:
+        base = batches[i][1].base_offset
+        j = i + 1
+        while j < n and batches[j][1].last_offset - base <= INT32_MAX:
+            j += 1
+        lo = batches[i][0]
+        hi = batches[j - 1][0] + batches[j - 1][1].size
+        yield view[lo:hi], [(pos - lo, header) for pos, header in batches[i:j]]
+        i = j

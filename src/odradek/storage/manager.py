@@ -159,6 +159,17 @@ class LogManager:
         for directory in doomed:
             shutil.rmtree(directory, ignore_errors=True)
 
+    def delete_partition(self, topic: str, partition: int) -> None:
+        """Close and remove one partition's directory (a replica the cluster moved or deleted). A crash
+        midway leaves a ``*.deleted`` directory, which the next start removes."""
+        plog = self._logs.pop((topic, partition), None)
+        if plog is not None:
+            plog.delete()
+            return
+        directory = self.data_dir / f"{topic}-{partition}"
+        if directory.is_dir():
+            shutil.rmtree(rename_for_deletion(directory), ignore_errors=True)
+
     # -- periodic work and shutdown ---------------------------------------------------------------------
 
     def tick(self, now_ms: int, *, retention: bool = True) -> None:

@@ -45,6 +45,7 @@ from odradek.records.batch import BatchHeader
 
 from .loader import write_file_atomically
 from .segment import CorruptSegmentError, LogSegment
+from .txn_index import AbortedTxn, TransactionIndex
 
 log = logging.getLogger(__name__)
 
@@ -357,14 +358,17 @@ class ProducerStateManager:
             self._changed_since_snapshot = True
         self.map_end_offset = end_offset
 
-    def replay(self, header: BatchHeader, marker_type: int | None = None) -> CompletedTxn | None:
-        """Apply one batch read back from the log (load-time rebuild; headers only, no checks). A control
-        batch needs its ``marker_type`` (0 ABORT, 1 COMMIT; None: not a transaction marker, skipped)."""
+    def replay(self, header: BatchHeader, marker_type: int | None = None,
+               coordinator_epoch: int = -1) -> CompletedTxn | None:
+        """Apply one batch read back from the log (load-time rebuild) or copied from the leader (a follower's
+        append); headers only, no checks. A control batch needs its ``marker_type`` (0 ABORT, 1 COMMIT;
+        None: not a transaction marker, skipped) and may give the marker's ``coordinator_epoch``
+        (``read_marker``)."""
         pid = header.producer_id
         if header.is_control:
             completed = None
             if pid >= 0 and marker_type in (0, 1):
-                completed = self.apply_marker(header, marker_type == 0, -1)
+                completed = self.apply_marker(header, marker_type == 0, coordinator_epoch)
             self.map_end_offset = header.base_offset + header.last_offset_delta + 1
             return completed
         if pid >= 0:
@@ -460,8 +464,8 @@ class ProducerStateManager:
                     pos = found[0]
                 for batch_pos, header in segment.walk(pos):
                     if header.base_offset + header.last_offset_delta >= from_offset:
-                        marker_type = _marker_type(segment, batch_pos, header) if header.is_control else None
-                        done = self.replay(header, marker_type)
+                        marker = read_marker(segment.read(batch_pos, header.size)) if header.is_control else None
+                        done = self.replay(header, *(marker or (None, -1)))
                         if done is not None:
                             completed.append(done)
                         replayed += 1
@@ -471,6 +475,23 @@ class ProducerStateManager:
         if replayed:
             log.debug("%s: producer state from snapshot %s plus %d batches", self.directory, snapshot, replayed)
         return from_offset, completed
+
+    def restore(self, segments: list[LogSegment], log_end_offset: int, txn_index: TransactionIndex) -> None:
+        """Recovery of the producer state and the aborted-transaction index together, at load or after a
+        log truncation: ``rebuild`` (newest snapshot at or below ``log_end_offset``, the ones past it
+        deleted, then replay), and ``txn_index`` keeps its entries below the replay's start and takes the
+        aborts the replay met (its files of segments that are gone are deleted)."""
+        replay_from, completed = self.rebuild(segments, log_end_offset)
+        aborted = [AbortedTxn(t.producer_id, t.first_offset, t.last_offset, t.last_stable_offset)
+                   for t in completed if t.aborted]
+        txn_index.load([s.base_offset for s in segments], replay_from, aborted)
+
+    def delete_all_snapshots(self) -> None:
+        """Delete every snapshot file (the log restarts empty); the next one is written in full."""
+        for offset in self.snapshot_offsets():
+            self._delete_snapshot(offset)
+        self._snapshot_offset = None
+        self._changed_since_snapshot = True
 
     # -- snapshots --------------------------------------------------------------------------------------
 
@@ -512,6 +533,8 @@ class ProducerStateManager:
         self.producers = {}
         self.ongoing = {}
         self.map_end_offset = 0
+        self._snapshot_offset = None
+        self._changed_since_snapshot = True
         for offset in reversed(self.snapshot_offsets()):
             if offset > log_end_offset:
                 log.info("%s: dropping producer snapshot %d past the log end %d", self.directory, offset,
@@ -536,12 +559,22 @@ class ProducerStateManager:
         return None
 
 
-def _marker_type(segment: LogSegment, pos: int, header: BatchHeader) -> int | None:
-    """The type of a control batch's first record (0 ABORT, 1 COMMIT, others not transaction markers)."""
+_MARKER_VALUE = struct.Struct(">hi")  # version, coordinator epoch
+
+
+def read_marker(batch: bytes | bytearray | memoryview, pos: int = 0) -> tuple[int, int] | None:
+    """(type, coordinator epoch) of the control batch at ``pos``: the type of its first record (0 ABORT,
+    1 COMMIT, others are not transaction markers) and the coordinator epoch from that record's value (-1
+    when the value is too short). None when the record cannot be read."""
     from odradek.records.codec import decode_batch, parse_control_key
 
     try:
-        _, records = decode_batch(segment.read(pos, header.size))
-        return parse_control_key(records[0].key)[1] if records else None
+        _, records = decode_batch(batch, pos)
+        if not records:
+            return None
+        marker_type = parse_control_key(records[0].key)[1]
+        value = records[0].value
+        coordinator_epoch = _MARKER_VALUE.unpack_from(value)[1] if value and len(value) >= _MARKER_VALUE.size else -1
+        return marker_type, coordinator_epoch
     except Exception:  # an unreadable control record: not a marker we can apply
         return None

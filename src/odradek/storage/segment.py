@@ -84,7 +84,9 @@ class FileRegion:
     It holds the segment, not its fd: the fd is duplicated only when the send starts (``dup``), and a
     segment closed or deleted in between raises there instead of handing out a number the OS may since
     have given to another file. Committed bytes of a segment never change, so the region reads the same
-    whenever it is sent.
+    whenever it is sent; the exception is a follower's log truncation (``PartitionLog.truncate_to``), which
+    may cut a region before it is sent: the send then fails at the end of the file, or carries the batches
+    appended there since.
     """
 
     __slots__ = ("segment", "position", "length", "last_batch_position")
@@ -261,6 +263,14 @@ class LogSegment:
         os.fsync(self.fd)
         self.size = size
 
+    def truncate_batches(self, size: int) -> None:
+        """Log truncation: cut the .log at ``size`` (a batch boundary; everything after it goes, a partial
+        write included), then rebuild both indexes from the batches left. The segment can be appended to
+        afterwards, as the active one."""
+        self.truncate(size)
+        self.broken = False
+        self._rebuild_indexes()
+
     # -- appending --------------------------------------------------------------------------------------
 
     def append(self, data: bytes | bytearray | memoryview, batches: list[tuple[int, BatchHeader]], now_ms: int) -> None:
@@ -340,10 +350,24 @@ class LogSegment:
     def rebuild_indexes(self) -> None:
         """Rebuild both indexes by stepping over the batch headers (no CRC check, no truncation)."""
         log.warning("rebuilding the indexes of %s", self.log_path)
+        self._rebuild_indexes()
+
+    def _rebuild_indexes(self) -> None:
         self.begin_rebuild()
         for pos, header in self.walk(0):
             self.observe(pos, header)
         self.end_rebuild()
+
+    def init_rolling_base(self, now_ms: int) -> None:
+        """When a non-empty segment that this process did not fill started to (for segment.ms): the file's
+        mtime, or its first batch's max timestamp when that is earlier."""
+        if self.size == 0:
+            return
+        base = min(self.mtime_ms(), now_ms)
+        first = self.header_at(0)
+        if first is not None and 0 <= first.max_timestamp < base:
+            base = first.max_timestamp
+        self.rolling_base_ms = base
 
     # -- index checks at load ---------------------------------------------------------------------------
 

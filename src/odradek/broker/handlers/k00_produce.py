@@ -6,11 +6,20 @@ partition leader epoch, both outside the CRC. A LogAppendTime topic also stamps 
 costs one CRC pass. Versions 0-2 carry legacy MessageSets (magic 0/1): they are up-converted to one v2
 batch first (records/legacy.py); from v3 only magic 2 is accepted (INVALID_RECORD otherwise).
 
-acks: 0 → no response at all; 1 and -1 → answered after the append (a single node is the whole ISR; the
-flush policy, `log.flush.interval.messages`/`.ms`, decides when the data is fsynced). When an append makes
-the policy flush, the answer waits for that fsync, which runs on the log flusher's thread while the loop
-serves other connections (the handler then returns a coroutine); a failed fsync → KAFKA_STORAGE_ERROR for
-that partition. Any other acks value → INVALID_REQUIRED_ACKS for every partition, nothing written.
+Only the partition's leader appends (cluster/replica_manager.py): elsewhere NOT_LEADER_OR_FOLLOWER, or
+UNKNOWN_TOPIC_OR_PARTITION for a partition the cluster does not have. The leader stamps its leader epoch on
+every batch.
+
+acks: 0 → no response at all; 1 → answered after the local append; -1 (all) → answered once every in-sync
+replica has the records (the partition's high watermark passes them; on a single node, or with an ISR of
+one, at once), or REQUEST_TIMED_OUT when `timeout_ms` passes first, or NOT_LEADER_OR_FOLLOWER when
+leadership moves meanwhile (the new leader may not have them: the producer retries). With acks=-1 an ISR
+smaller than the topic's `min.insync.replicas` refuses the write (NOT_ENOUGH_REPLICAS, nothing written); an
+ISR that shrank below it while waiting → NOT_ENOUGH_REPLICAS_AFTER_APPEND. The flush policy
+(`log.flush.interval.messages`/`.ms`) decides when the data is fsynced; when an append makes it flush, the
+answer waits for that fsync too, which runs on the log flusher's thread while the loop serves other
+connections (the handler then returns a coroutine); a failed fsync → KAFKA_STORAGE_ERROR for that
+partition. Any other acks value → INVALID_REQUIRED_ACKS for every partition, nothing written.
 
 Idempotent producers (batches with a producer id, from InitProducerId): the partition's producer state
 (storage/producer_state.py) checks epoch and sequence of every batch, in order, before anything of the
@@ -36,12 +45,13 @@ import asyncio
 import logging
 from concurrent.futures import Future
 
-from odradek.broker.core import LEADER_EPOCH, RequestContext, now_ms, when_durable
+from odradek.broker.core import RequestContext, now_ms, when_durable
 from odradek.broker.registry import handler
+from odradek.cluster.partition import ReplicationError, durable_and_committed
 from odradek.protocol.api_keys import ApiKey
 from odradek.protocol.errors import ErrorCode
 from odradek.records import legacy
-from odradek.records.batch import BatchHeader, InvalidRecordError, patch_leader_epoch, set_log_append_time
+from odradek.records.batch import BatchHeader, InvalidRecordError, set_log_append_time
 from odradek.records.codec import validate_produced
 from odradek.storage.producer_state import (
     InvalidProducerEpochError,
@@ -101,7 +111,7 @@ def _produce(ctx: RequestContext, request: dict, checked: dict[tuple[str, int], 
     """The response body (None for acks=0), or a coroutine giving it once the flushes it needs are done."""
     acks = request["acks"]
     responses = []
-    flushes: list[tuple[dict, Future]] = []
+    waits: list[tuple[dict, Future]] = []
     for topic in request["topic_data"]:
         name = topic["name"]
         partitions = []
@@ -109,18 +119,24 @@ def _produce(ctx: RequestContext, request: dict, checked: dict[tuple[str, int], 
             if acks not in (0, 1, -1):
                 result = _result(part["index"], ErrorCode.INVALID_REQUIRED_ACKS)
             else:
-                result = _append(ctx, name, part["index"], part["records"], flushes,
+                result = _append(ctx, name, part["index"], part["records"], acks, waits,
                                  checked.get((name, part["index"])))
             partitions.append(result)
         responses.append({"name": name, "partition_responses": partitions})
     if acks == 0:
         return None
-    return when_durable({"responses": responses, "throttle_time_ms": 0}, flushes, _flush_failed)
+    return when_durable({"responses": responses, "throttle_time_ms": 0}, waits, _not_acknowledged,
+                        max(request["timeout_ms"], 0) / 1000.0)
 
 
-def _flush_failed(result: dict, exc: BaseException) -> None:
-    result.update(error_code=ErrorCode.KAFKA_STORAGE_ERROR, error_message=f"fsync failed: {exc}", base_offset=-1,
-                  log_append_time_ms=-1)
+def _not_acknowledged(result: dict, exc: BaseException) -> None:
+    if isinstance(exc, TimeoutError):
+        code, message = ErrorCode.REQUEST_TIMED_OUT, "the in-sync replicas did not all get the records in time"
+    elif isinstance(exc, ReplicationError):
+        code, message = exc.error_code, str(exc)
+    else:
+        code, message = ErrorCode.KAFKA_STORAGE_ERROR, f"fsync failed: {exc}"
+    result.update(error_code=code, error_message=message, base_offset=-1, log_append_time_ms=-1)
 
 
 def _result(index: int, error: int, message: str | None = None, base_offset: int = -1,
@@ -137,11 +153,11 @@ def _result(index: int, error: int, message: str | None = None, base_offset: int
 
 
 def _max_batch_bytes(ctx: RequestContext, topic_name: str, index: int) -> int | None:
-    """The topic's max.message.bytes, or None when the partition does not exist."""
+    """The topic's max.message.bytes, or None when this broker does not lead the partition."""
     broker = ctx.broker
-    if broker.partition_log(topic_name, index) is None:
+    if broker.replicas.partition(topic_name, index) is None:
         return None
-    return int(broker.effective_configs(broker.topics.get(topic_name))["max.message.bytes"])
+    return int(broker.effective_configs(broker.metadata.topic(topic_name))["max.message.bytes"])
 
 
 def _check_or_error(records: bytes | memoryview, api_version: int, max_bytes: int) -> Checked:
@@ -166,17 +182,22 @@ def _check_or_error(records: bytes | memoryview, api_version: int, max_bytes: in
     return buf, batches
 
 
-def _append(ctx: RequestContext, topic_name: str, index: int, records, flushes: list[tuple[dict, Future]],
+def _append(ctx: RequestContext, topic_name: str, index: int, records, acks: int, waits: list[tuple[dict, Future]],
             checked: Checked | None = None) -> dict:
-    """Append one partition's record set (``checked``: already checked off the loop); its result, with the
-    flush it must wait for added to ``flushes``."""
+    """Append one partition's record set (``checked``: already checked off the loop); its result, with what
+    it must wait for (the flush, and with acks=-1 the ISR) added to ``waits``."""
     broker = ctx.broker
-    partition_log = broker.partition_log(topic_name, index)
-    if partition_log is None:
-        return _result(index, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
-    configs = broker.effective_configs(broker.topics.get(topic_name))
+    try:
+        partition = broker.replicas.leader_partition(topic_name, index)
+    except ReplicationError as exc:
+        return _result(index, exc.error_code, str(exc))
+    configs = broker.effective_configs(broker.metadata.topic(topic_name))
     if not records:
         return _result(index, ErrorCode.CORRUPT_MESSAGE, "empty record set")
+    min_isr = int(configs["min.insync.replicas"]) if acks == -1 else 0
+    if len(partition.isr) < min_isr:
+        return _result(index, ErrorCode.NOT_ENOUGH_REPLICAS,
+                       f"{len(partition.isr)} in-sync replicas, min.insync.replicas is {min_isr}")
     if checked is None:
         checked = _check_or_error(records, ctx.api_version, int(configs["max.message.bytes"]))
     if isinstance(checked, InvalidRecordError):
@@ -186,12 +207,11 @@ def _append(ctx: RequestContext, topic_name: str, index: int, records, flushes: 
     log_append = configs["message.timestamp.type"] == "LogAppendTime"
     if log_append:
         append_time = now_ms()
-    for pos, header in batches:
-        patch_leader_epoch(buf, pos, LEADER_EPOCH)
-        if log_append:
+        for pos, header in batches:
             set_log_append_time(buf, pos, header, append_time)
+    plog = partition.log
     try:
-        appended = partition_log.append(buf, batches)
+        appended = partition.append_as_leader(buf, batches)
     except ProducerStateError as exc:
         log.debug("produce to %s-%d refused: %s", topic_name, index, exc)
         return _result(index, _PRODUCER_ERRORS[type(exc)], str(exc))
@@ -200,10 +220,10 @@ def _append(ctx: RequestContext, topic_name: str, index: int, records, flushes: 
         return _result(index, ErrorCode.KAFKA_STORAGE_ERROR, str(exc))
     if appended.duplicate:
         # the retry of a stored batch: answer as the original was answered
-        dup_time = appended.first_batch_max_timestamp if log_append else -1
-        return _result(index, ErrorCode.NONE, None, appended.base_offset, dup_time, partition_log.log_start_offset)
-    broker.notify_append(topic_name, index)
-    result = _result(index, ErrorCode.NONE, None, appended.base_offset, append_time, partition_log.log_start_offset)
-    if appended.durable is not None:
-        flushes.append((result, appended.durable))
+        append_time = appended.first_batch_max_timestamp if log_append else -1
+    result = _result(index, ErrorCode.NONE, None, appended.base_offset, append_time, plog.log_start_offset)
+    committed = partition.when_committed(appended.last_offset + 1, min_isr) if acks == -1 else None
+    wait = durable_and_committed(appended.durable, committed)
+    if wait is not None:
+        waits.append((result, wait))
     return result

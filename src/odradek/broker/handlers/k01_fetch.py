@@ -4,6 +4,13 @@ Long poll: the response is built at once; if it holds fewer than `min_bytes` and
 handler parks until an append to one of the requested partitions wakes it (Broker.wait_for_append), then
 builds again, until `min_bytes` is met or the wait is over.
 
+Only the partition's leader answers (NOT_LEADER_OR_FOLLOWER elsewhere; with `current_leader_epoch`, v9+,
+FENCED_LEADER_EPOCH or UNKNOWN_LEADER_EPOCH when it is not the leader's). Consumers read below the high
+watermark (read_uncommitted) or the last stable offset (read_committed). A follower (`replica_id` >= 0,
+v0-14) reads up to the log end; its fetch offset tells the leader what it holds (the high watermark and the
+ISR follow from it: cluster/replica_manager.py), and it is answered the leader's high watermark and log
+start, which its own follow.
+
 Sizes: each partition gets at most `partition_max_bytes`, the whole response at most `max_bytes` (v3+)
 and never more than the broker's `fetch.max.bytes` (4 MiB by default: it bounds the memory of responses
 read into memory, such as down-converted ones, and caps from 512 KiB to 55 MiB made no measurable
@@ -24,7 +31,8 @@ watermark and gets no list. Control batches (markers) are returned either way; c
 Zero-copy: a v4+ fetch takes each segment's span of at least REGION_MIN_BYTES as a file region, which the
 connection sends with sendfile(2) straight from the page cache (net/connection.py); smaller spans and
 down-converted fetches are read into memory.
-Gaps: no preferred read replica (single node).
+Gaps: no preferred read replica (consumers read from leaders only); v15+ followers (replica_state) are not
+served as followers.
 """
 
 import asyncio
@@ -32,6 +40,7 @@ import time
 
 from odradek.broker.core import RequestContext
 from odradek.broker.registry import handler
+from odradek.cluster.partition import ReplicationError
 from odradek.protocol.api_keys import ApiKey
 from odradek.protocol.errors import ErrorCode
 from odradek.records import legacy
@@ -67,6 +76,7 @@ def _build(ctx: RequestContext, request: dict) -> tuple[dict, int, list]:
     version = ctx.api_version
     remaining = min(request["max_bytes"] if version >= 3 else 0x7FFFFFFF, broker.config.int("fetch.max.bytes"))
     magic = 0 if version <= 1 else 1 if version <= 3 else 2
+    replica_id = request["replica_id"] if version <= 14 else -1
     read_committed = request["isolation_level"] == 1
     region_min = REGION_MIN_BYTES if magic == 2 else None
     total = 0
@@ -74,26 +84,36 @@ def _build(ctx: RequestContext, request: dict) -> tuple[dict, int, list]:
     responses = []
     for topic in request["topics"]:
         if version >= 13:
-            t = broker.topics.by_id(topic["topic_id"])
+            t = broker.metadata.topic_by_id(topic["topic_id"])
             name = t.name if t is not None else None
             missing = ErrorCode.UNKNOWN_TOPIC_ID
         else:
             name = topic["topic"]
-            t = broker.topics.get(name)
+            t = broker.metadata.topic(name)
             missing = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
         partitions = []
         for part in topic["partitions"]:
             index = part["partition"]
-            plog = broker.partition_log(name, index) if t is not None else None
-            if plog is None:
-                partitions.append(_partition(index, missing if t is None else ErrorCode.UNKNOWN_TOPIC_OR_PARTITION))
+            if t is None:
+                partitions.append(_partition(index, missing))
                 continue
+            try:
+                partition = broker.replicas.leader_partition(name, index, part["current_leader_epoch"])
+            except ReplicationError as exc:
+                partitions.append(_partition(index, exc.error_code))
+                continue
+            plog = partition.log
+            if replica_id >= 0:
+                broker.replicas.follower_fetched(partition, replica_id, part["fetch_offset"])
+                upper = None
+            else:
+                upper = plog.last_stable_offset if read_committed else plog.high_watermark
             lso = plog.last_stable_offset
-            entry = _partition(index, 0, plog.log_end_offset, plog.log_start_offset, lso)
+            entry = _partition(index, 0, plog.high_watermark, plog.log_start_offset, lso)
             limit = min(part["partition_max_bytes"], remaining)
             try:
                 data = plog.read(part["fetch_offset"], max(limit, 0), min_one_batch=(total == 0),
-                                 max_offset=lso if read_committed else None, region_min_bytes=region_min)
+                                 max_offset=upper, region_min_bytes=region_min)
             except OffsetOutOfRangeError:
                 entry["error_code"] = ErrorCode.OFFSET_OUT_OF_RANGE
                 partitions.append(entry)

@@ -1,6 +1,9 @@
 """ListOffsets (key 2), versions 0-9.
 
-Special timestamps: -1 latest (the high watermark), -2 earliest (log start offset), -3 max timestamp
+Answered by the partition's leader only (NOT_LEADER_OR_FOLLOWER elsewhere; with `current_leader_epoch`,
+v4+, FENCED_LEADER_EPOCH / UNKNOWN_LEADER_EPOCH when it is not the leader's); every answer carries the
+leader epoch. Special timestamps: -1 latest (the high watermark; for a follower's own request,
+`replica_id` >= 0, the log end), -2 earliest (log start offset), -3 max timestamp
 (v7+: the offset and timestamp of the record with the largest timestamp), -4 earliest local (v8+: same as
 earliest, there is no tiered storage), -5 latest tiered (v9+: no tiered storage, so offset -1). A
 timestamp ≥ 0 finds the first record whose timestamp is at or after it: the log locates the batch through
@@ -10,8 +13,9 @@ Isolation level (v2+): with read_committed, latest is the last stable offset (th
 oldest open transaction, or the high watermark), and a timestamp lookup finds nothing at or past it.
 """
 
-from odradek.broker.core import LEADER_EPOCH, RequestContext
+from odradek.broker.core import RequestContext
 from odradek.broker.registry import handler
+from odradek.cluster.partition import ReplicationError
 from odradek.protocol.api_keys import ApiKey
 from odradek.protocol.errors import ErrorCode
 from odradek.records.codec import record_timestamps
@@ -23,23 +27,29 @@ LATEST, EARLIEST, MAX_TIMESTAMP, EARLIEST_LOCAL, LATEST_TIERED = -1, -2, -3, -4,
 @handler(ApiKey.LIST_OFFSETS, 0, 9)
 def list_offsets(ctx: RequestContext, request: dict) -> dict:
     topics = []
+    follower = request["replica_id"] >= 0
     for topic in request["topics"]:
         partitions = []
         for part in topic["partitions"]:
-            plog = ctx.broker.partition_log(topic["name"], part["partition_index"])
-            if plog is None:
-                partitions.append({"partition_index": part["partition_index"],
-                                   "error_code": ErrorCode.UNKNOWN_TOPIC_OR_PARTITION})
+            try:
+                partition = ctx.broker.replicas.leader_partition(topic["name"], part["partition_index"],
+                                                                 part["current_leader_epoch"])
+            except ReplicationError as exc:
+                partitions.append({"partition_index": part["partition_index"], "error_code": exc.error_code})
                 continue
+            plog = partition.log
             read_committed = ctx.api_version >= 2 and request["isolation_level"] == 1
-            offset, timestamp = lookup(plog, part["timestamp"], read_committed)
+            if follower and part["timestamp"] == LATEST:
+                offset, timestamp = plog.log_end_offset, -1
+            else:
+                offset, timestamp = lookup(plog, part["timestamp"], read_committed)
             partitions.append({
                 "partition_index": part["partition_index"],
                 "error_code": 0,
                 "old_style_offsets": [offset] if offset >= 0 else [],
                 "timestamp": timestamp,
                 "offset": offset,
-                "leader_epoch": LEADER_EPOCH,
+                "leader_epoch": partition.leader_epoch,
             })
         topics.append({"name": topic["name"], "partitions": partitions})
     return {"throttle_time_ms": 0, "topics": topics}
@@ -48,7 +58,7 @@ def list_offsets(ctx: RequestContext, request: dict) -> dict:
 def lookup(plog: PartitionLog, timestamp: int, read_committed: bool = False) -> tuple[int, int]:
     """(offset, timestamp) for a ListOffsets query against one partition."""
     if timestamp == LATEST:
-        return (plog.last_stable_offset if read_committed else plog.log_end_offset), -1
+        return (plog.last_stable_offset if read_committed else plog.high_watermark), -1
     offset, found_ts = _lookup(plog, timestamp)
     if read_committed and timestamp not in (EARLIEST, EARLIEST_LOCAL) and offset >= plog.last_stable_offset:
         return -1, -1

@@ -1,29 +1,35 @@
 """Metadata (key 3), versions 0-12.
 
-Single node: this broker is the leader, the only replica and the whole ISR of every partition, and the
-controller. Topics have real UUIDs, returned from v10; v10+ requests naming topics by id are answered by
-id. Auto-creation (`auto.create.topics.enable`) applies when the request allows it (always before v4) and
-the name is legal; the topic is created synchronously, so the reply already carries it with NONE rather
-than the LEADER_NOT_AVAILABLE a multi-node Kafka returns while the controller works.
+Answered from the broker's metadata cache (cluster/metadata.py): the live brokers, the controller, and per
+partition its leader, leader epoch, replicas, ISR and offline replicas — on a single node, this broker as
+the only one, leading every partition in epoch 0. A request for all topics gets the internal ones too
+(`is_internal`), as from Kafka. Topics have real UUIDs, returned from v10; v10+ requests
+naming topics by id are answered by id. A partition without a leader (its replicas are down) reports
+LEADER_NOT_AVAILABLE with leader -1.
+
+Auto-creation (`auto.create.topics.enable`) applies when the request allows it (always before v4) and the
+name is legal. A single node creates the topic at once, so the reply already carries it with NONE; a
+cluster member asks for its creation (cluster/admin.py) and answers LEADER_NOT_AVAILABLE until the
+controller has elected the new partitions' leaders, as Kafka does; clients ask again.
 Gaps: authorized operations are not computed (the "not requested" sentinel is returned).
 """
 
-from odradek.broker.core import LEADER_EPOCH, RequestContext
+from odradek.broker.core import RequestContext
 from odradek.broker.registry import handler
+from odradek.cluster.admin import AdminError
 from odradek.cluster.topics import Topic, topic_name_error
 from odradek.protocol.api_keys import ApiKey
 from odradek.protocol.errors import ErrorCode
-
-ZERO_UUID = bytes(16)
 
 
 @handler(ApiKey.METADATA, 0, 12)
 def metadata(ctx: RequestContext, request: dict) -> dict:
     broker = ctx.broker
+    cache = broker.metadata
     version = ctx.api_version
     requested = request["topics"]
     if requested is None or (version == 0 and not requested):
-        topics = [_topic_entry(broker, t) for t in broker.topics.all() if not t.is_internal]
+        topics = [_topic_entry(broker, t) for t in cache.all_topics()]  # internal ones too, as Kafka does
     else:
         topics = []
         allow_create = request["allow_auto_topic_creation"] if version >= 4 else True
@@ -31,9 +37,10 @@ def metadata(ctx: RequestContext, request: dict) -> dict:
             topics.append(_requested_topic(ctx, entry, allow_create))
     return {
         "throttle_time_ms": 0,
-        "brokers": [{"node_id": broker.node_id, "host": broker.advertised_host, "port": broker.advertised_port, "rack": None}],
-        "cluster_id": broker.topics.cluster_id,
-        "controller_id": broker.node_id,
+        "brokers": [{"node_id": b.node_id, "host": b.host, "port": b.port, "rack": b.rack}
+                    for b in sorted(cache.brokers.values(), key=lambda b: b.node_id)],
+        "cluster_id": cache.cluster_id,
+        "controller_id": cache.controller_id,
         "topics": topics,
     }
 
@@ -42,38 +49,49 @@ def _requested_topic(ctx: RequestContext, entry: dict, allow_create: bool) -> di
     broker = ctx.broker
     name = entry["name"]
     if name is None:
-        topic = broker.topics.by_id(entry["topic_id"])
+        topic = broker.metadata.topic_by_id(entry["topic_id"])
         if topic is None:
             return {"error_code": ErrorCode.UNKNOWN_TOPIC_ID, "name": None, "topic_id": entry["topic_id"], "partitions": []}
         return _topic_entry(broker, topic)
-    topic = broker.topics.get(name)
+    topic = broker.metadata.topic(name)
     if topic is not None:
         return _topic_entry(broker, topic)
     if topic_name_error(name) is not None:
         return {"error_code": ErrorCode.INVALID_TOPIC_EXCEPTION, "name": name, "partitions": []}
     if allow_create and broker.config.get("auto.create.topics.enable"):
-        topic = broker.create_topic(name, broker.config.int("num.partitions"), {})
-        return _topic_entry(broker, topic)
+        try:
+            broker.admin.auto_create_topic(name)
+        except AdminError as exc:
+            return {"error_code": exc.error_code, "name": name, "partitions": []}
+        topic = broker.metadata.topic(name)
+        if topic is not None:
+            return _topic_entry(broker, topic)
+        return {"error_code": ErrorCode.LEADER_NOT_AVAILABLE, "name": name, "partitions": []}
     return {"error_code": ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, "name": name, "partitions": []}
 
 
 def _topic_entry(broker, topic: Topic) -> dict:
-    node = broker.node_id
+    cache = broker.metadata
+    partitions = []
+    for p in range(topic.partitions):
+        info = cache.partition(topic.name, p)
+        if info is None:
+            partitions.append({"error_code": ErrorCode.LEADER_NOT_AVAILABLE, "partition_index": p, "leader_id": -1,
+                               "leader_epoch": -1, "replica_nodes": [], "isr_nodes": [], "offline_replicas": []})
+            continue
+        partitions.append({
+            "error_code": 0 if info.leader >= 0 else ErrorCode.LEADER_NOT_AVAILABLE,
+            "partition_index": p,
+            "leader_id": info.leader,
+            "leader_epoch": info.leader_epoch,
+            "replica_nodes": info.replicas,
+            "isr_nodes": info.isr,
+            "offline_replicas": info.offline,
+        })
     return {
         "error_code": 0,
         "name": topic.name,
         "topic_id": topic.topic_id,
         "is_internal": topic.is_internal,
-        "partitions": [
-            {
-                "error_code": 0,
-                "partition_index": p,
-                "leader_id": node,
-                "leader_epoch": LEADER_EPOCH,
-                "replica_nodes": [node],
-                "isr_nodes": [node],
-                "offline_replicas": [],
-            }
-            for p in range(topic.partitions)
-        ],
+        "partitions": partitions,
     }

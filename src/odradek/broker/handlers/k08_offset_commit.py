@@ -9,6 +9,7 @@ thread (the handler then returns a coroutine); a failed fsync → COORDINATOR_NO
 v0 has no generation/member; v1 carries a per-partition commit timestamp; v2-4 a retention time (the
 offset then expires at commit time + retention, as in Kafka); v6+ the leader epoch, returned by
 OffsetFetch.
+A broker that does not coordinate the group answers NOT_COORDINATOR for every partition.
 Gaps: v10+ (topic ids) not advertised.
 """
 
@@ -27,6 +28,10 @@ def offset_commit(ctx: RequestContext, request: dict):
                   p["committed_metadata"], p["commit_timestamp"] if version == 1 else -1) for p in t["partitions"]]
         topics.append((t["name"], parts))
     retention = request["retention_time_ms"] if 2 <= version <= 4 else -1
+    if not ctx.broker.coordinator.owns(request["group_id"]):
+        return {"throttle_time_ms": 0, "topics": [
+            {"name": name, "partitions": [{"partition_index": p[0], "error_code": ErrorCode.NOT_COORDINATOR}
+                                          for p in parts]} for name, parts in topics]}
     errors, durable = ctx.broker.coordinator.offsets.commit(
         request["group_id"], request["generation_id_or_member_epoch"] if version >= 1 else -1,
         request["member_id"] if version >= 1 else "", request["group_instance_id"] if version >= 7 else None,

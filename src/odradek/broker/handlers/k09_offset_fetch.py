@@ -3,8 +3,9 @@
 Returns committed offsets; a partition without one gets offset -1, empty metadata and no error (also for
 unknown groups and topics). `topics` null (v2+) means every partition the group has committed. v8+ ask
 for several groups at once (per-group results). v7+ `require_stable`: a partition with an offset staged
-by an open transaction (TxnOffsetCommit, coordinator/transactions.py) gets UNSTABLE_OFFSET_COMMIT and
+by an open transaction (TxnOffsetCommit, coordinator/service.py) gets UNSTABLE_OFFSET_COMMIT and
 offset -1 until that transaction completes; without it the last committed offset is returned. v9's member id / epoch (KIP-848 groups) are ignored.
+A broker that does not coordinate the group answers NOT_COORDINATOR (per group from v8).
 Gaps: v10+ (topic ids) not advertised.
 """
 
@@ -17,11 +18,11 @@ from odradek.protocol.errors import ErrorCode
 def _topics(ctx: RequestContext, group_id: str, requested, require_stable: bool = False) -> list[dict]:
     wanted = None if requested is None else [(t["name"], list(t["partition_indexes"])) for t in requested]
     out = []
-    txns = ctx.broker.txn_coordinator
-    for name, parts in ctx.broker.coordinator.offsets.fetch(group_id, wanted):
+    coordinator = ctx.broker.coordinator
+    for name, parts in coordinator.offsets.fetch(group_id, wanted):
         partitions = []
         for p, v in parts:
-            if require_stable and txns is not None and txns.has_pending_offset(group_id, name, p):
+            if require_stable and coordinator.has_pending_offset(group_id, name, p):
                 partitions.append({"partition_index": p, "committed_offset": -1, "committed_leader_epoch": -1,
                                    "metadata": "", "error_code": ErrorCode.UNSTABLE_OFFSET_COMMIT})
                 continue
@@ -34,11 +35,16 @@ def _topics(ctx: RequestContext, group_id: str, requested, require_stable: bool 
 
 @handler(ApiKey.OFFSET_FETCH, 0, 9)
 def offset_fetch(ctx: RequestContext, request: dict) -> dict:
+    owns = ctx.broker.coordinator.owns
     if ctx.api_version >= 8:
         stable = request["require_stable"]
         groups = [{"group_id": g["group_id"], "topics": _topics(ctx, g["group_id"], g["topics"], stable),
-                   "error_code": 0} for g in request["groups"]]
+                   "error_code": 0} if owns(g["group_id"]) else
+                  {"group_id": g["group_id"], "topics": [], "error_code": ErrorCode.NOT_COORDINATOR}
+                  for g in request["groups"]]
         return {"throttle_time_ms": 0, "groups": groups}
+    if not owns(request["group_id"]):
+        return {"throttle_time_ms": 0, "topics": [], "error_code": ErrorCode.NOT_COORDINATOR}
     requested = request["topics"]
     if requested is None and ctx.api_version < 2:
         requested = []

@@ -1,8 +1,13 @@
 """FindCoordinator (key 10), versions 0-6.
 
-Single node: this broker coordinates every group (key_type 0) and every transactional id (key_type 1), so
-the answer is always this node. v4+ batch several keys (`coordinator_keys`) with a result per key; v0-3
-carry one key and a top-level result. Any other key_type gets INVALID_REQUEST.
+A group's coordinator is the leader of its `__consumer_offsets` partition, a transactional id's the leader
+of its `__transaction_state` partition (the partition is the key's Java string hash modulo the topic's
+partition count, as in Kafka), so the answer is that partition's leader from the metadata cache — on a
+single node always this broker. While the partition has no leader, or the internal topic does not exist yet
+(a cluster creates it on the first request, with `offsets.topic.replication.factor` /
+`transaction.state.log.replication.factor` replicas), the answer is COORDINATOR_NOT_AVAILABLE, which
+clients retry. v4+ batch several keys (`coordinator_keys`) with a result per key; v0-3 carry one key and a
+top-level result. Any other key_type gets INVALID_REQUEST.
 Gaps: no authorization.
 """
 
@@ -12,20 +17,26 @@ from odradek.protocol.api_keys import ApiKey
 from odradek.protocol.errors import ErrorCode
 
 GROUP, TRANSACTION = 0, 1
+NO_NODE = {"node_id": -1, "host": "", "port": -1}
 
 
 @handler(ApiKey.FIND_COORDINATOR, 0, 6)
 def find_coordinator(ctx: RequestContext, request: dict) -> dict:
-    broker = ctx.broker
-    error = 0 if request["key_type"] in (GROUP, TRANSACTION) else ErrorCode.INVALID_REQUEST
-    node = {"node_id": broker.node_id, "host": broker.advertised_host, "port": broker.advertised_port}
-    if error:
-        node = {"node_id": -1, "host": "", "port": -1}
-    message = None if not error else "unsupported key type"
+    key_type = request["key_type"]
     if ctx.api_version < 4:
+        error, message, node = _find(ctx, key_type, request["key"])
         return {"throttle_time_ms": 0, "error_code": error, "error_message": message, **node}
-    return {
-        "throttle_time_ms": 0,
-        "coordinators": [{"key": key, "error_code": error, "error_message": message, **node}
-                         for key in request["coordinator_keys"]],
-    }
+    results = []
+    for key in request["coordinator_keys"]:
+        error, message, node = _find(ctx, key_type, key)
+        results.append({"key": key, "error_code": error, "error_message": message, **node})
+    return {"throttle_time_ms": 0, "coordinators": results}
+
+
+def _find(ctx: RequestContext, key_type: int, key: str) -> tuple[int, str | None, dict]:
+    if key_type not in (GROUP, TRANSACTION):
+        return ErrorCode.INVALID_REQUEST, "unsupported key type", NO_NODE
+    leader = ctx.broker.coordinator_node(key_type == TRANSACTION, key)
+    if leader is None:
+        return ErrorCode.COORDINATOR_NOT_AVAILABLE, "The coordinator is not available.", NO_NODE
+    return ErrorCode.NONE, None, {"node_id": leader.node_id, "host": leader.host, "port": leader.port}

@@ -12,8 +12,9 @@ INCONSISTENT_GROUP_PROTOCOL, UNKNOWN_MEMBER_ID, FENCED_INSTANCE_ID, GROUP_MAX_SI
 
 from odradek.broker.core import RequestContext
 from odradek.broker.registry import handler
-from odradek.coordinator.group_coordinator import JoinRequest
+from odradek.coordinator.group_coordinator import JoinRequest, join_error
 from odradek.protocol.api_keys import ApiKey
+from odradek.protocol.errors import ErrorCode
 
 
 def client_host(ctx: RequestContext) -> str:
@@ -24,6 +25,9 @@ def client_host(ctx: RequestContext) -> str:
 @handler(ApiKey.JOIN_GROUP, 0, 9)
 async def join_group(ctx: RequestContext, request: dict) -> dict:
     version = ctx.api_version
+    if not ctx.broker.coordinator.owns(request["group_id"]):
+        return {"throttle_time_ms": 0, **join_error(ErrorCode.NOT_COORDINATOR, request["member_id"] or ""),
+                "protocol_name": None if version >= 7 else ""}
     session = request["session_timeout_ms"]
     rebalance = request["rebalance_timeout_ms"] if version >= 1 else session
     req = JoinRequest(

@@ -9,10 +9,13 @@ member. A heartbeat during CompletingRebalance is accepted.
 from odradek.broker.core import RequestContext
 from odradek.broker.registry import handler
 from odradek.protocol.api_keys import ApiKey
+from odradek.protocol.errors import ErrorCode
 
 
 @handler(ApiKey.HEARTBEAT, 0, 4)
 def heartbeat(ctx: RequestContext, request: dict) -> dict:
+    if not ctx.broker.coordinator.owns(request["group_id"]):
+        return {"throttle_time_ms": 0, "error_code": ErrorCode.NOT_COORDINATOR}
     instance = request["group_instance_id"] if ctx.api_version >= 3 else None
     error = ctx.broker.coordinator.groups.heartbeat(request["group_id"], request["generation_id"],
                                                     request["member_id"], instance)

@@ -11,6 +11,7 @@ import logging
 from odradek.broker.core import RequestContext
 from odradek.broker.registry import handler
 from odradek.protocol.api_keys import ApiKey
+from odradek.protocol.errors import ErrorCode
 
 log = logging.getLogger(__name__)
 
@@ -18,6 +19,8 @@ log = logging.getLogger(__name__)
 @handler(ApiKey.LEAVE_GROUP, 0, 5)
 def leave_group(ctx: RequestContext, request: dict) -> dict:
     groups = ctx.broker.coordinator.groups
+    if not ctx.broker.coordinator.owns(request["group_id"]):
+        return {"throttle_time_ms": 0, "error_code": ErrorCode.NOT_COORDINATOR, "members": []}
     if ctx.api_version < 3:
         (error,) = groups.leave(request["group_id"], [(request["member_id"], None)])
         return {"throttle_time_ms": 0, "error_code": error}

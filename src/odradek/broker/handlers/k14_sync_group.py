@@ -9,12 +9,16 @@ v5 replies carry the group's protocol type and name.
 
 from odradek.broker.core import RequestContext
 from odradek.broker.registry import handler
+from odradek.coordinator.group_coordinator import sync_result
 from odradek.protocol.api_keys import ApiKey
+from odradek.protocol.errors import ErrorCode
 
 
 @handler(ApiKey.SYNC_GROUP, 0, 5)
 async def sync_group(ctx: RequestContext, request: dict) -> dict:
     version = ctx.api_version
+    if not ctx.broker.coordinator.owns(request["group_id"]):
+        return {"throttle_time_ms": 0, **sync_result(ErrorCode.NOT_COORDINATOR)}
     fut = ctx.broker.coordinator.groups.sync(
         request["group_id"], request["generation_id"], request["member_id"],
         request["group_instance_id"] if version >= 3 else None,

@@ -38,6 +38,8 @@ def describe_groups(ctx: RequestContext, request: dict) -> dict:
     for gid in request["groups"]:
         if not gid:
             out.append({**describe(None, gid), "error_code": ErrorCode.INVALID_GROUP_ID})
+        elif not ctx.broker.coordinator.owns(gid):
+            out.append({**describe(None, gid), "error_code": ErrorCode.NOT_COORDINATOR})
         else:
             out.append(describe(groups.get(gid), gid))
     return {"throttle_time_ms": 0, "groups": out}

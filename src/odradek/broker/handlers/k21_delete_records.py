@@ -5,14 +5,17 @@ below it are deleted, and the checkpointed start offset survives restarts. Reads
 OFFSET_OUT_OF_RANGE at once; the answer waits until the new start is checkpointed, which the log flusher's
 thread does (then it removes the segment files), so the loop never waits for that fsync. A failed
 checkpoint → KAFKA_STORAGE_ERROR for the partition. An offset beyond the high watermark →
-OFFSET_OUT_OF_RANGE; unknown partition → UNKNOWN_TOPIC_OR_PARTITION. The reply's low watermark is the
-new log start offset.
+OFFSET_OUT_OF_RANGE; unknown partition → UNKNOWN_TOPIC_OR_PARTITION; a broker that does not lead the
+partition → NOT_LEADER_OR_FOLLOWER. The reply's low watermark is the new log start offset.
+Gaps: in a cluster the answer does not wait for the followers to move their log start (they follow the
+leader's from their next fetch).
 """
 
 from concurrent.futures import Future
 
 from odradek.broker.core import RequestContext, when_durable
 from odradek.broker.registry import handler
+from odradek.cluster.partition import ReplicationError
 from odradek.protocol.api_keys import ApiKey
 from odradek.protocol.errors import ErrorCode
 from odradek.storage.log import OffsetOutOfRangeError
@@ -26,16 +29,17 @@ def delete_records(ctx: RequestContext, request: dict):
         partitions = []
         for part in topic["partitions"]:
             index = part["partition_index"]
-            plog = ctx.broker.partition_log(topic["name"], index)
-            if plog is None:
-                partitions.append(_result(index, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION))
+            try:
+                plog = ctx.broker.replicas.leader_partition(topic["name"], index).log
+            except ReplicationError as exc:
+                partitions.append(_result(index, exc.error_code))
                 continue
             offset = part["offset"]
             if offset == -1:
-                offset = plog.log_end_offset
+                offset = plog.high_watermark
             try:
-                if offset < 0:
-                    raise OffsetOutOfRangeError(offset, plog.log_start_offset, plog.log_end_offset)
+                if offset < 0 or offset > plog.high_watermark:
+                    raise OffsetOutOfRangeError(offset, plog.log_start_offset, plog.high_watermark)
                 low, durable = plog.delete_records_before(offset)
             except OffsetOutOfRangeError:
                 partitions.append(_result(index, ErrorCode.OFFSET_OUT_OF_RANGE))

@@ -18,7 +18,10 @@ v3+ may name the current producer id and epoch: a mismatch is fenced (PRODUCER_F
 INVALID_PRODUCER_EPOCH before), a repeat of the last bump gets the same answer again. An empty
 transactional id → INVALID_REQUEST.
 
-If the id block cannot be reserved on disk (an OSError) → COORDINATOR_NOT_AVAILABLE, which clients retry.
+Only the coordinator of the transactional id answers (the leader of its `__transaction_state` partition;
+NOT_COORDINATOR elsewhere). Producer ids are unique in the cluster: a single node reserves blocks of them
+on disk, a cluster member reserves blocks in ZooKeeper (`/latest_producer_id_block`). If a block cannot be
+reserved → COORDINATOR_NOT_AVAILABLE, which clients retry.
 v6 (KIP-939 two-phase commit fields) is not advertised.
 """
 
@@ -41,7 +44,7 @@ def _error(code: int) -> dict:
 
 
 @handler(ApiKey.INIT_PRODUCER_ID, 0, 5)
-def init_producer_id(ctx: RequestContext, request: dict) -> dict:
+async def init_producer_id(ctx: RequestContext, request: dict) -> dict:
     transactional_id = request["transactional_id"]
     if ctx.api_version >= 3:
         pid, epoch = request["producer_id"], request["producer_epoch"]
@@ -50,16 +53,18 @@ def init_producer_id(ctx: RequestContext, request: dict) -> dict:
     if transactional_id is not None:
         if transactional_id == "":
             return _error(ErrorCode.INVALID_REQUEST)
+        if not ctx.broker.txn_coordinator.owns(transactional_id):
+            return _error(ErrorCode.NOT_COORDINATOR)
         fenced = ErrorCode.PRODUCER_FENCED if ctx.api_version >= 4 else ErrorCode.INVALID_PRODUCER_EPOCH
         pid, epoch = (request["producer_id"], request["producer_epoch"]) if ctx.api_version >= 3 else (-1, -1)
-        error, producer_id, producer_epoch = ctx.broker.txn_coordinator.init_producer_id(
+        error, producer_id, producer_epoch = await ctx.broker.txn_coordinator.init_producer_id(
             transactional_id, request["transaction_timeout_ms"], pid, epoch, fenced)
         if error:
             return _error(error)
         return {"throttle_time_ms": 0, "error_code": ErrorCode.NONE, "producer_id": producer_id,
                 "producer_epoch": producer_epoch}
     try:
-        producer_id = ctx.broker.producer_ids.allocate()
+        producer_id = await ctx.broker.producer_ids.allocate()
     except OSError as exc:  # the block reservation could not be written: retriable for the client
         log.error("cannot reserve producer ids: %s", exc)
         return _error(ErrorCode.COORDINATOR_NOT_AVAILABLE)

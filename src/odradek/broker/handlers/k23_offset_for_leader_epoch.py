@@ -1,17 +1,20 @@
 """OffsetForLeaderEpoch (key 23), versions 0-4.
 
-Consumers (Java with Metadata epochs and this API at v3+, librdkafka at v2) use it to check that their
-position is still on the leader's log after a leader change. A single node stays in epoch 0
-(broker/core.py LEADER_EPOCH), so: a requested epoch of 0 ends at the log end offset; a later epoch is
-unknown here (epoch -1, offset -1, as Kafka answers for epochs it never had); a `current_leader_epoch`
-(v2+) above ours → UNKNOWN_LEADER_EPOCH, below ours → FENCED_LEADER_EPOCH; unknown partition →
-UNKNOWN_TOPIC_OR_PARTITION.
+Consumers (Java with Metadata epochs and this API at v3+, librdkafka at v2) check that their position is
+still on the leader's log after a leader change; followers (v3+ with `replica_id`) find where their log
+diverges from the leader's before they fetch (cluster/fetcher.py). Answered by the partition's leader from
+its leader epoch cache (storage/leader_epoch.py, Kafka's `leader-epoch-checkpoint`): for the requested
+epoch, the largest epoch at or below it and the offset where that epoch ended (the start of the next
+epoch), or the log end offset for the current epoch; epoch -1 and offset -1 for an epoch older than the
+log (or newer than the leader's). `current_leader_epoch` (v2+) above ours → UNKNOWN_LEADER_EPOCH, below
+ours → FENCED_LEADER_EPOCH; a broker that does not lead the partition → NOT_LEADER_OR_FOLLOWER; unknown
+partition → UNKNOWN_TOPIC_OR_PARTITION. (A single node stays in leader epoch 0.)
 """
 
-from odradek.broker.core import LEADER_EPOCH, RequestContext
+from odradek.broker.core import RequestContext
 from odradek.broker.registry import handler
+from odradek.cluster.partition import ReplicationError
 from odradek.protocol.api_keys import ApiKey
-from odradek.protocol.errors import ErrorCode
 
 
 @handler(ApiKey.OFFSET_FOR_LEADER_EPOCH, 0, 4)
@@ -21,17 +24,15 @@ def offset_for_leader_epoch(ctx: RequestContext, request: dict) -> dict:
         partitions = []
         for part in topic["partitions"]:
             index = part["partition"]
-            plog = ctx.broker.partition_log(topic["topic"], index)
-            current = part["current_leader_epoch"]
             entry = {"partition": index, "error_code": 0, "leader_epoch": -1, "end_offset": -1}
-            if plog is None:
-                entry["error_code"] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
-            elif current > LEADER_EPOCH:
-                entry["error_code"] = ErrorCode.UNKNOWN_LEADER_EPOCH
-            elif 0 <= current < LEADER_EPOCH:
-                entry["error_code"] = ErrorCode.FENCED_LEADER_EPOCH
-            elif part["leader_epoch"] <= LEADER_EPOCH:
-                entry.update(leader_epoch=LEADER_EPOCH, end_offset=plog.log_end_offset)
+            try:
+                partition = ctx.broker.replicas.leader_partition(topic["topic"], index, part["current_leader_epoch"])
+            except ReplicationError as exc:
+                entry["error_code"] = exc.error_code
+            else:
+                plog = partition.log
+                epoch, end = plog.leader_epoch_cache.end_offset_for(part["leader_epoch"], plog.log_end_offset)
+                entry.update(leader_epoch=epoch, end_offset=end)
             partitions.append(entry)
         topics.append({"topic": topic["topic"], "partitions": partitions})
     return {"throttle_time_ms": 0, "topics": topics}

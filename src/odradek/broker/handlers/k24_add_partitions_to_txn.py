@@ -8,12 +8,12 @@ while a commit/abort is still completing, COORDINATOR_NOT_AVAILABLE on a storage
 does not exist gets UNKNOWN_TOPIC_OR_PARTITION and the others OPERATION_NOT_ATTEMPTED (nothing is added).
 v0-3 carry one transaction (clients); v4-5 batch several with `verify_only` (the broker-to-broker form of
 KIP-890): each is handled the same way, and a verify-only one only checks that its partitions are already
-in the transaction (INVALID_TXN_STATE for those that are not).
+in the transaction (INVALID_TXN_STATE for those that are not): a group coordinator asks it before it
+writes transactional offsets. Only the transactional id's coordinator answers (NOT_COORDINATOR elsewhere).
 """
 
 from odradek.broker.core import RequestContext
 from odradek.broker.registry import handler
-from odradek.coordinator.txn_state import TxnState
 from odradek.protocol.api_keys import ApiKey
 from odradek.protocol.errors import ErrorCode
 
@@ -24,10 +24,12 @@ def _results(topics: list, errors: dict) -> list:
         for t in topics]
 
 
-def _add(ctx: RequestContext, txn_id: str, pid: int, epoch: int, topics: list, verify_only: bool = False) -> list:
+async def _add(ctx: RequestContext, txn_id: str, pid: int, epoch: int, topics: list, verify_only: bool = False) -> list:
     broker = ctx.broker
     wanted = [(t["name"], p) for t in topics for p in t["partitions"]]
-    missing = {tp for tp in wanted if broker.partition_log(*tp) is None}
+    if not broker.txn_coordinator.owns(txn_id):
+        return _results(topics, {tp: ErrorCode.NOT_COORDINATOR for tp in wanted})
+    missing = {tp for tp in wanted if not broker.partition_exists(*tp)}
     if missing:
         errors = {tp: ErrorCode.UNKNOWN_TOPIC_OR_PARTITION if tp in missing else ErrorCode.OPERATION_NOT_ATTEMPTED
                   for tp in wanted}
@@ -35,28 +37,20 @@ def _add(ctx: RequestContext, txn_id: str, pid: int, epoch: int, topics: list, v
     coordinator = broker.txn_coordinator
     fenced = ErrorCode.PRODUCER_FENCED if ctx.api_version >= 2 else ErrorCode.INVALID_PRODUCER_EPOCH
     if verify_only:
-        m = coordinator.describe(txn_id)
-        if m is None or m.producer_id != pid:
-            errors = {tp: ErrorCode.INVALID_PRODUCER_ID_MAPPING for tp in wanted}
-        elif m.producer_epoch != epoch:
-            errors = {tp: fenced for tp in wanted}
-        else:
-            ongoing = m.state == TxnState.ONGOING
-            errors = {tp: 0 if ongoing and tp in m.partitions else ErrorCode.INVALID_TXN_STATE for tp in wanted}
-        return _results(topics, errors)
-    error = coordinator.add_partitions(txn_id, pid, epoch, wanted, fenced)
+        return _results(topics, coordinator.verify(txn_id, pid, epoch, wanted, fenced))
+    error = await coordinator.add_partitions(txn_id, pid, epoch, wanted, fenced)
     return _results(topics, {tp: error for tp in wanted})
 
 
 @handler(ApiKey.ADD_PARTITIONS_TO_TXN, 0, 5)
-def add_partitions_to_txn(ctx: RequestContext, request: dict) -> dict:
+async def add_partitions_to_txn(ctx: RequestContext, request: dict) -> dict:
     if ctx.api_version <= 3:
-        results = _add(ctx, request["v3_and_below_transactional_id"], request["v3_and_below_producer_id"],
+        results = await _add(ctx, request["v3_and_below_transactional_id"], request["v3_and_below_producer_id"],
                        request["v3_and_below_producer_epoch"], request["v3_and_below_topics"])
         return {"throttle_time_ms": 0, "results_by_topic_v3_and_below": results}
     out = []
     for txn in request["transactions"]:
-        results = _add(ctx, txn["transactional_id"], txn["producer_id"], txn["producer_epoch"], txn["topics"],
+        results = await _add(ctx, txn["transactional_id"], txn["producer_id"], txn["producer_epoch"], txn["topics"],
                        txn["verify_only"])
         out.append({"transactional_id": txn["transactional_id"], "topic_results": results})
     return {"throttle_time_ms": 0, "error_code": 0, "results_by_transaction": out}

@@ -3,7 +3,7 @@
 The group's `__consumer_offsets` partition joins the producer's transaction, after which TxnOffsetCommit
 may stage offsets for the group (coordinator/transactions.py). Errors as AddPartitionsToTxn:
 INVALID_PRODUCER_ID_MAPPING, the fenced code (PRODUCER_FENCED from v2, INVALID_PRODUCER_EPOCH before),
-CONCURRENT_TRANSACTIONS, COORDINATOR_NOT_AVAILABLE; an empty group id → INVALID_GROUP_ID.
+CONCURRENT_TRANSACTIONS, COORDINATOR_NOT_AVAILABLE, NOT_COORDINATOR; an empty group id → INVALID_GROUP_ID.
 """
 
 from odradek.broker.core import RequestContext
@@ -13,10 +13,12 @@ from odradek.protocol.errors import ErrorCode
 
 
 @handler(ApiKey.ADD_OFFSETS_TO_TXN, 0, 4)
-def add_offsets_to_txn(ctx: RequestContext, request: dict) -> dict:
+async def add_offsets_to_txn(ctx: RequestContext, request: dict) -> dict:
     if not request["group_id"]:
         return {"throttle_time_ms": 0, "error_code": ErrorCode.INVALID_GROUP_ID}
+    if not ctx.broker.txn_coordinator.owns(request["transactional_id"]):
+        return {"throttle_time_ms": 0, "error_code": ErrorCode.NOT_COORDINATOR}
     fenced = ErrorCode.PRODUCER_FENCED if ctx.api_version >= 2 else ErrorCode.INVALID_PRODUCER_EPOCH
-    error = ctx.broker.txn_coordinator.add_offsets(request["transactional_id"], request["producer_id"],
+    error = await ctx.broker.txn_coordinator.add_offsets(request["transactional_id"], request["producer_id"],
                                                    request["producer_epoch"], request["group_id"], fenced)
     return {"throttle_time_ms": 0, "error_code": error}

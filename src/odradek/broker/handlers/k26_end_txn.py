@@ -1,14 +1,17 @@
 """EndTxn (key 26), versions 0-4.
 
 Commits or aborts the producer's transaction (coordinator/transactions.py): PrepareCommit/PrepareAbort is
-written to `__transaction_state`, a COMMIT/ABORT marker is appended to every data partition of the
-transaction (and on commit its staged offsets are written to `__consumer_offsets`), then
-CompleteCommit/CompleteAbort; the reply comes after all of it. A repeat of a completed EndTxn with the same
+written to `__transaction_state` (and replicated), a COMMIT/ABORT marker is written to every partition of
+the transaction by its leader (on the group's `__consumer_offsets` partition it makes the transaction's
+offsets committed), then CompleteCommit/CompleteAbort. The reply comes once the outcome is decided (the
+Prepare state is stored) and the markers are written, or after at most a few seconds if a partition's
+leader cannot be reached (the markers are retried until written; the id answers CONCURRENT_TRANSACTIONS
+meanwhile). A repeat of a completed EndTxn with the same
 outcome → NONE (a retry); the other outcome, or no open transaction → INVALID_TXN_STATE.
 INVALID_PRODUCER_ID_MAPPING, the fenced code for a stale epoch (PRODUCER_FENCED from v2,
 INVALID_PRODUCER_EPOCH before; also what a producer whose transaction timed out gets),
 CONCURRENT_TRANSACTIONS while an earlier completion is still pending, COORDINATOR_NOT_AVAILABLE on a
-storage error.
+storage error, NOT_COORDINATOR on a broker that does not coordinate the id.
 Gaps: v5 (KIP-890 part 2, the epoch bump on every EndTxn) is not advertised.
 """
 
@@ -19,8 +22,10 @@ from odradek.protocol.errors import ErrorCode
 
 
 @handler(ApiKey.END_TXN, 0, 4)
-def end_txn(ctx: RequestContext, request: dict) -> dict:
+async def end_txn(ctx: RequestContext, request: dict) -> dict:
+    if not ctx.broker.txn_coordinator.owns(request["transactional_id"]):
+        return {"throttle_time_ms": 0, "error_code": ErrorCode.NOT_COORDINATOR}
     fenced = ErrorCode.PRODUCER_FENCED if ctx.api_version >= 2 else ErrorCode.INVALID_PRODUCER_EPOCH
-    error = ctx.broker.txn_coordinator.end_txn(request["transactional_id"], request["producer_id"],
+    error = await ctx.broker.txn_coordinator.end_txn(request["transactional_id"], request["producer_id"],
                                                request["producer_epoch"], request["committed"], fenced)
     return {"throttle_time_ms": 0, "error_code": error}

@@ -42,7 +42,7 @@ def describe_configs(ctx: RequestContext, request: dict) -> dict:
         kind, name = resource["resource_type"], resource["resource_name"]
         result = {"error_code": 0, "error_message": None, "resource_type": kind, "resource_name": name, "configs": []}
         if kind == RESOURCE_TOPIC:
-            topic = ctx.broker.topics.get(name)
+            topic = ctx.broker.metadata.topic(name)
             if topic is None:
                 result.update(error_code=ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
                               error_message=f"Topic {name} does not exist")

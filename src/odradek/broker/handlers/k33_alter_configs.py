@@ -2,8 +2,9 @@
 
 The legacy, non-incremental API: a topic's overrides are REPLACED by the given set (configs not named
 revert to their defaults), after every value is validated (INVALID_CONFIG). `validate_only` checks and
-changes nothing. Changes persist in the topic registry and reach the partition logs at once (retention,
-segment size, flush policy). Broker resources → INVALID_REQUEST (no dynamic broker configs).
+changes nothing. Changes persist in the topic registry (in a cluster: ZooKeeper's `/config/topics`, with
+a change notification every broker follows) and reach the partition logs at once (retention, segment
+size, flush policy). Broker resources → INVALID_REQUEST (no dynamic broker configs).
 """
 
 from odradek.broker.core import RequestContext
@@ -13,12 +14,12 @@ from odradek.protocol.api_keys import ApiKey
 
 
 @handler(ApiKey.ALTER_CONFIGS, 0, 2)
-def alter_configs(ctx: RequestContext, request: dict) -> dict:
+async def alter_configs(ctx: RequestContext, request: dict) -> dict:
     responses = []
     for resource in request["resources"]:
         problem = resource_error(ctx, resource)
         if problem is None:
             overrides = {c["name"]: c["value"] for c in resource["configs"] if c["value"] is not None}
-            problem = apply_overrides(ctx, resource["resource_name"], overrides, request["validate_only"])
+            problem = await apply_overrides(ctx, resource["resource_name"], overrides, request["validate_only"])
         responses.append(response_entry(resource, *problem))
     return {"throttle_time_ms": 0, "responses": responses}

@@ -7,9 +7,13 @@ GROUP_ID_NOT_FOUND for an unknown group, NON_EMPTY_GROUP while it has members, I
 from odradek.broker.core import RequestContext
 from odradek.broker.registry import handler
 from odradek.protocol.api_keys import ApiKey
+from odradek.protocol.errors import ErrorCode
 
 
 @handler(ApiKey.DELETE_GROUPS, 0, 2)
-def delete_groups(ctx: RequestContext, request: dict) -> dict:
-    results = ctx.broker.coordinator.offsets.delete_groups(request["groups_names"])
-    return {"throttle_time_ms": 0, "results": [{"group_id": g, "error_code": e} for g, e in results]}
+async def delete_groups(ctx: RequestContext, request: dict) -> dict:
+    coordinator = ctx.broker.coordinator
+    names = request["groups_names"]
+    results = dict(await coordinator.offsets.delete_groups([g for g in names if coordinator.owns(g)]))
+    return {"throttle_time_ms": 0, "results": [
+        {"group_id": g, "error_code": results.get(g, ErrorCode.NOT_COORDINATOR)} for g in names]}

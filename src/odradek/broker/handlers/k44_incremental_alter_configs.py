@@ -17,18 +17,18 @@ SET, DELETE, APPEND, SUBTRACT = 0, 1, 2, 3
 
 
 @handler(ApiKey.INCREMENTAL_ALTER_CONFIGS, 0, 1)
-def incremental_alter_configs(ctx: RequestContext, request: dict) -> dict:
+async def incremental_alter_configs(ctx: RequestContext, request: dict) -> dict:
     responses = []
     for resource in request["resources"]:
         problem = resource_error(ctx, resource)
         if problem is None:
-            problem = _alter(ctx, resource, request["validate_only"])
+            problem = await _alter(ctx, resource, request["validate_only"])
         responses.append(response_entry(resource, *problem))
     return {"throttle_time_ms": 0, "responses": responses}
 
 
-def _alter(ctx: RequestContext, resource: dict, validate_only: bool) -> tuple[int, str | None]:
-    topic = ctx.broker.topics.get(resource["resource_name"])
+async def _alter(ctx: RequestContext, resource: dict, validate_only: bool) -> tuple[int, str | None]:
+    topic = ctx.broker.metadata.topic(resource["resource_name"])
     effective = ctx.broker.effective_configs(topic)
     overrides = dict(topic.configs)
     for change in resource["configs"]:
@@ -49,4 +49,4 @@ def _alter(ctx: RequestContext, resource: dict, validate_only: bool) -> tuple[in
             overrides[name] = ",".join(current)
         else:
             return ErrorCode.INVALID_REQUEST, f"Unknown config operation {op}"
-    return apply_overrides(ctx, topic.name, overrides, validate_only)
+    return await apply_overrides(ctx, topic.name, overrides, validate_only)

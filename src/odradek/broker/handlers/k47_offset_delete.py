@@ -9,12 +9,15 @@ partition that does not exist.
 from odradek.broker.core import RequestContext
 from odradek.broker.registry import handler
 from odradek.protocol.api_keys import ApiKey
+from odradek.protocol.errors import ErrorCode
 
 
 @handler(ApiKey.OFFSET_DELETE, 0, 0)
-def offset_delete(ctx: RequestContext, request: dict) -> dict:
+async def offset_delete(ctx: RequestContext, request: dict) -> dict:
     wanted = [(t["name"], [p["partition_index"] for p in t["partitions"]]) for t in request["topics"]]
-    error, results = ctx.broker.coordinator.offsets.delete_offsets(request["group_id"], wanted)
+    if not ctx.broker.coordinator.owns(request["group_id"]):
+        return {"error_code": ErrorCode.NOT_COORDINATOR, "throttle_time_ms": 0, "topics": []}
+    error, results = await ctx.broker.coordinator.offsets.delete_offsets(request["group_id"], wanted)
     if error:
         return {"error_code": error, "throttle_time_ms": 0, "topics": []}
     return {"error_code": 0, "throttle_time_ms": 0, "topics": [

@@ -1,6 +1,7 @@
 """DescribeCluster (key 60), versions 0-1.
 
-The single node is the whole cluster and its controller. v1 `endpoint_type` 1 (brokers) is answered;
+The live brokers and the controller, from the metadata cache (a single node is the whole cluster and its
+controller). v1 `endpoint_type` 1 (brokers) is answered;
 2 (controllers) → UNSUPPORTED_ENDPOINT_TYPE, as a broker listener does in Kafka. Authorized operations
 are not computed (the "not requested" sentinel is returned).
 """
@@ -15,16 +16,17 @@ ENDPOINT_BROKERS = 1
 
 @handler(ApiKey.DESCRIBE_CLUSTER, 0, 1)
 def describe_cluster(ctx: RequestContext, request: dict) -> dict:
-    broker = ctx.broker
+    cache = ctx.broker.metadata
     if ctx.api_version >= 1 and request["endpoint_type"] != ENDPOINT_BROKERS:
         return {"error_code": ErrorCode.UNSUPPORTED_ENDPOINT_TYPE, "error_message": "Only broker endpoints are served",
-                "endpoint_type": request["endpoint_type"], "cluster_id": broker.topics.cluster_id}
+                "endpoint_type": request["endpoint_type"], "cluster_id": cache.cluster_id}
     return {
         "throttle_time_ms": 0,
         "error_code": 0,
         "error_message": None,
         "endpoint_type": ENDPOINT_BROKERS,
-        "cluster_id": broker.topics.cluster_id,
-        "controller_id": broker.node_id,
-        "brokers": [{"broker_id": broker.node_id, "host": broker.advertised_host, "port": broker.advertised_port, "rack": None}],
+        "cluster_id": cache.cluster_id,
+        "controller_id": cache.controller_id,
+        "brokers": [{"broker_id": b.node_id, "host": b.host, "port": b.port, "rack": b.rack}
+                    for b in sorted(cache.brokers.values(), key=lambda b: b.node_id)],
     }

@@ -3,20 +3,21 @@
 Per partition, the producers the partition's producer state knows (storage/producer_state.py): producer
 id, epoch, last sequence, last timestamp, the coordinator epoch of its last marker (-1: none) and the first
 offset of its open transaction there (-1: none). A partition that does not exist →
-UNKNOWN_TOPIC_OR_PARTITION.
+UNKNOWN_TOPIC_OR_PARTITION; one this broker does not lead → NOT_LEADER_OR_FOLLOWER.
 """
 
 from odradek.broker.core import RequestContext
 from odradek.broker.registry import handler
+from odradek.cluster.partition import ReplicationError
 from odradek.protocol.api_keys import ApiKey
-from odradek.protocol.errors import ErrorCode
 
 
 def _partition(ctx: RequestContext, topic: str, index: int) -> dict:
-    plog = ctx.broker.partition_log(topic, index)
-    if plog is None:
-        return {"partition_index": index, "error_code": ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
-                "error_message": None, "active_producers": []}
+    try:
+        plog = ctx.broker.replicas.leader_partition(topic, index).log
+    except ReplicationError as exc:
+        return {"partition_index": index, "error_code": exc.error_code, "error_message": str(exc),
+                "active_producers": []}
     producers = [{"producer_id": e.producer_id, "producer_epoch": e.epoch, "last_sequence": e.last_seq,
                   "last_timestamp": e.last_timestamp, "coordinator_epoch": e.coordinator_epoch,
                   "current_txn_start_offset": e.txn_first_offset}

@@ -3,7 +3,7 @@
 Per transactional id: its state (Kafka's names: Empty, Ongoing, PrepareCommit, ...), timeout, start time of
 the open transaction (-1 when none), producer id and epoch, and the partitions in the transaction (the
 group's `__consumer_offsets` partition included after AddOffsetsToTxn). Unknown id →
-TRANSACTIONAL_ID_NOT_FOUND.
+TRANSACTIONAL_ID_NOT_FOUND; an id this broker does not coordinate → NOT_COORDINATOR.
 """
 
 from odradek.broker.core import RequestContext
@@ -14,9 +14,11 @@ from odradek.protocol.errors import ErrorCode
 
 
 def _describe(ctx: RequestContext, txn_id: str) -> dict:
-    m = ctx.broker.txn_coordinator.describe(txn_id)
+    coordinator = ctx.broker.txn_coordinator
+    m = coordinator.describe(txn_id)
     if m is None:
-        return {"error_code": ErrorCode.TRANSACTIONAL_ID_NOT_FOUND, "transactional_id": txn_id,
+        error = ErrorCode.TRANSACTIONAL_ID_NOT_FOUND if coordinator.owns(txn_id) else ErrorCode.NOT_COORDINATOR
+        return {"error_code": error, "transactional_id": txn_id,
                 "transaction_state": "", "transaction_timeout_ms": 0, "transaction_start_time_ms": -1,
                 "producer_id": -1, "producer_epoch": -1, "topics": []}
     by_topic: dict[str, list[int]] = {}

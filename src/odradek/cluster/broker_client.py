@@ -1,0 +1,139 @@
+"""BrokerClient: the requests one broker makes of another, over the other's Kafka listener.
+
+The controller sends LeaderAndIsr, UpdateMetadata and StopReplica; a follower fetches; a transaction
+coordinator writes markers; a broker shutting down asks the controller to move its leaders. All of them
+speak the same protocol and codec as clients do, so this is a small client: one TCP connection, requests
+pipelined and matched to responses by correlation id (a broker answers a connection's requests in order).
+
+A connection that fails, or a request that gets no answer within its timeout, closes the connection and
+fails every request waiting on it with `BrokerUnavailable`; the next request connects again. Callers
+decide whether and when to retry.
+
+Not thread-safe; owned by the event loop.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import struct
+from typing import Any
+
+from odradek.protocol import codec
+
+log = logging.getLogger(__name__)
+
+_SIZE = struct.Struct(">i")
+MAX_RESPONSE_BYTES = 512 * 1024 * 1024
+
+
+class BrokerUnavailable(ConnectionError):
+    """The other broker could not be reached, or did not answer in time."""
+
+
+class BrokerClient:
+    def __init__(self, node_id: int, host: str, port: int, client_id: str,
+                 connect_timeout_s: float = 5.0) -> None:
+        self.node_id = node_id
+        self.host = host
+        self.port = port
+        self.client_id = client_id
+        self.connect_timeout_s = connect_timeout_s
+        self._writer: asyncio.StreamWriter | None = None
+        self._reader_task: asyncio.Task | None = None
+        self._connecting: asyncio.Future | None = None
+        self._pending: dict[int, tuple[int, int, asyncio.Future]] = {}
+        self._next_correlation_id = 0
+        self._closed = False
+
+    def __repr__(self) -> str:
+        return f"BrokerClient({self.node_id}@{self.host}:{self.port})"
+
+    def retarget(self, host: str, port: int) -> None:
+        """The broker moved to another address (it re-registered): reconnect there."""
+        if (host, port) != (self.host, self.port):
+            self.host, self.port = host, port
+            self._disconnect(BrokerUnavailable(f"broker {self.node_id} moved to {host}:{port}"))
+
+    async def request(self, api_key: int, version: int, body: dict[str, Any], timeout_s: float) -> dict[str, Any]:
+        """Send one request and return the decoded response body; raises BrokerUnavailable."""
+        if self._closed:
+            raise BrokerUnavailable(f"client of broker {self.node_id} is closed")
+        writer = await self._connected()
+        correlation_id = self._next_correlation_id = (self._next_correlation_id + 1) & 0x7FFFFFFF
+        frame = codec.encode_request(api_key, version, correlation_id, self.client_id, body)
+        future = asyncio.get_running_loop().create_future()
+        self._pending[correlation_id] = (api_key, version, future)
+        writer.write(frame)
+        try:
+            return await asyncio.wait_for(asyncio.shield(future), timeout_s)
+        except asyncio.TimeoutError:
+            self._disconnect(BrokerUnavailable(f"broker {self.node_id} did not answer within {timeout_s:.1f} s"))
+            raise BrokerUnavailable(f"broker {self.node_id}: request timed out") from None
+        finally:
+            self._pending.pop(correlation_id, None)
+
+    async def _connected(self) -> asyncio.StreamWriter:
+        if self._writer is not None and not self._writer.is_closing():
+            return self._writer
+        if self._connecting is None:
+            self._connecting = asyncio.ensure_future(self._connect())
+        try:
+            return await asyncio.shield(self._connecting)
+        finally:
+            if self._connecting is not None and self._connecting.done():
+                self._connecting = None
+
+    async def _connect(self) -> asyncio.StreamWriter:
+        try:
+            reader, writer = await asyncio.wait_for(asyncio.open_connection(self.host, self.port),
+                                                    self.connect_timeout_s)
+        except (OSError, asyncio.TimeoutError) as exc:
+            raise BrokerUnavailable(f"cannot connect to broker {self.node_id} at {self.host}:{self.port}: {exc}") from None
+        self._writer = writer
+        self._reader_task = asyncio.ensure_future(self._read_responses(reader, writer))
+        return writer
+
+    async def _read_responses(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        error: BaseException = BrokerUnavailable(f"connection to broker {self.node_id} closed")
+        try:
+            while True:
+                (size,) = _SIZE.unpack(await reader.readexactly(4))
+                if not 4 <= size <= MAX_RESPONSE_BYTES:
+                    raise BrokerUnavailable(f"broker {self.node_id} sent a frame of {size} bytes")
+                frame = await reader.readexactly(size)
+                (correlation_id,) = _SIZE.unpack_from(frame)
+                entry = self._pending.get(correlation_id)
+                if entry is None:
+                    continue  # the request timed out or its caller went away
+                api_key, version, future = entry
+                if not future.done():
+                    try:
+                        future.set_result(codec.decode_response(api_key, version, frame)[1])
+                    except codec.ProtocolError as exc:
+                        future.set_exception(BrokerUnavailable(f"unreadable response from broker {self.node_id}: {exc}"))
+        except (asyncio.IncompleteReadError, OSError, BrokerUnavailable) as exc:
+            if isinstance(exc, BrokerUnavailable):
+                error = exc
+        except asyncio.CancelledError:
+            pass
+        finally:
+            if self._writer is writer:
+                self._disconnect(error)
+
+    def _disconnect(self, error: BaseException) -> None:
+        writer, self._writer = self._writer, None
+        task, self._reader_task = self._reader_task, None
+        if writer is not None:
+            writer.close()
+        if task is not None and task is not asyncio.current_task():
+            task.cancel()
+        pending, self._pending = self._pending, {}
+        for _, _, future in pending.values():
+            if not future.done():
+                future.set_exception(error)
+                future.exception()  # retrieved: a caller may have gone away
+
+    def close(self) -> None:
+        self._closed = True
+        self._disconnect(BrokerUnavailable(f"client of broker {self.node_id} closed"))
