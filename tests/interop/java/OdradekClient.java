@@ -36,6 +36,10 @@ import org.apache.kafka.common.serialization.StringSerializer;
  *       a transactional producer (transactional.id, default "java-txn"): initTransactions, one transaction
  *       sending N records to partition 0 (key "key-i", value VALUE(prefix, i)), flushed, then committed or
  *       aborted; prints the acked offsets, one per line, then "committed" or "aborted".
+ *   produce-load BOOT TOPIC N PARTITIONS INTERVAL_MS
+ *       the producer with its DEFAULT settings (idempotence on, acks=all) sending N records, one every
+ *       INTERVAL_MS, record i to partition i % PARTITIONS with value "load-i"; prints "ack\tpartition\toffset\ti"
+ *       as each acknowledgement arrives (or "error\ti\tmessage"), for tests that break brokers meanwhile.
  *   group-consume BOOT TOPIC GROUP N [timeoutMs]
  *       subscribes to TOPIC in consumer group GROUP (group.protocol=classic), reads N records, commits
  *       synchronously, and prints "partition\toffset\tvalue" per record. Exit code 3 if fewer than N arrived.
@@ -83,6 +87,11 @@ public final class OdradekClient {
                 produceTxn(args[1], args[2], Integer.parseInt(args[3]), args[4],
                         args.length > 5 ? args[5] : "java-txn", args.length > 6 ? args[6] : "");
                 break;
+            case "produce-load":
+                if (args.length < 6) usage();
+                produceLoad(args[1], args[2], Integer.parseInt(args[3]), Integer.parseInt(args[4]),
+                        Long.parseLong(args[5]));
+                break;
             case "group-consume":
                 if (args.length < 5) usage();
                 groupConsume(args[1], args[2], args[3], Integer.parseInt(args[4]),
@@ -98,6 +107,7 @@ public final class OdradekClient {
                 + " | produce-default BOOT TOPIC N [partitions] [prefix]"
                 + " | consume BOOT TOPIC PARTITION N [timeoutMs] [startOffset] [maxPartitionFetchBytes] [isolationLevel]"
                 + " | produce-txn BOOT TOPIC N commit|abort [transactionalId] [prefix]"
+                + " | produce-load BOOT TOPIC N PARTITIONS INTERVAL_MS"
                 + " | group-consume BOOT TOPIC GROUP N [timeoutMs]");
         System.exit(2);
     }
@@ -181,6 +191,32 @@ public final class OdradekClient {
                 RecordMetadata md = f.get(45, TimeUnit.SECONDS);
                 System.out.println(md.partition() + "\t" + md.offset());
             }
+        }
+        System.out.flush();
+    }
+
+    static void produceLoad(String boot, String topic, int n, int partitions, long intervalMs) throws Exception {
+        Properties p = producerProperties(boot);
+        p.put("delivery.timeout.ms", "120000");
+        p.put("request.timeout.ms", "15000");
+        try (KafkaProducer<String, String> producer = new KafkaProducer<>(p)) {
+            for (int i = 0; i < n; i++) {
+                final int idx = i;
+                producer.send(new ProducerRecord<>(topic, i % partitions, "key-" + i, "load-" + i), (md, e) -> {
+                    synchronized (System.out) {
+                        if (e != null) {
+                            System.out.println("error\t" + idx + "\t" + e);
+                        } else {
+                            System.out.println("ack\t" + md.partition() + "\t" + md.offset() + "\t" + idx);
+                        }
+                        System.out.flush();
+                    }
+                });
+                if (intervalMs > 0) {
+                    Thread.sleep(intervalMs);
+                }
+            }
+            producer.flush();
         }
         System.out.flush();
     }

@@ -1,0 +1,43 @@
+"""UpdateMetadata (key 6), versions 0-8 — inter-broker: the controller tells every broker the live brokers,
+the controller, and partitions' leaders, replicas, ISR and offline replicas, which the broker keeps in its
+metadata cache (cluster/metadata.py) and answers Metadata from. A partition whose leader is -2 belongs to a
+topic being deleted: the topic leaves the cache.
+
+Controller and broker epochs are checked as for LeaderAndIsr (STALE_CONTROLLER_EPOCH, STALE_BROKER_EPOCH).
+v0-4 list partitions ungrouped, v5+ by topic, v7+ with topic ids; brokers carry one endpoint (v0) or a list
+of endpoints (v1+, with listener names from v3). A single node answers STALE_CONTROLLER_EPOCH.
+"""
+
+from odradek.broker.core import RequestContext
+from odradek.broker.registry import handler
+from odradek.cluster.metadata import BrokerInfo
+from odradek.protocol.api_keys import ApiKey
+
+ZERO_UUID = bytes(16)
+
+
+@handler(ApiKey.UPDATE_METADATA, 0, 8)
+def update_metadata(ctx: RequestContext, request: dict) -> dict:
+    version = ctx.api_version
+    cluster = ctx.broker.cluster
+    error = cluster.check_request(request["controller_epoch"], request["broker_epoch"] if version >= 5 else -1)
+    if error:
+        return {"error_code": error}
+    if version >= 5:
+        topics = [(t["topic_name"], t["topic_id"] if version >= 7 else ZERO_UUID, t["partition_states"])
+                  for t in request["topic_states"]]
+    else:
+        by_name: dict[str, list] = {}
+        for s in request["ungrouped_partition_states"]:
+            by_name.setdefault(s["topic_name"], []).append(s)
+        topics = [(name, ZERO_UUID, states) for name, states in by_name.items()]
+    brokers = []
+    for b in request["live_brokers"]:
+        if version == 0:
+            brokers.append(BrokerInfo(b["id"], b["v0_host"], b["v0_port"]))
+        elif b["endpoints"]:
+            e = b["endpoints"][0]
+            brokers.append(BrokerInfo(b["id"], e["host"], e["port"], b["rack"] if version >= 2 else None,
+                                      e["listener"] if version >= 3 else "PLAINTEXT", e["security_protocol"]))
+    cluster.update_metadata(request["controller_id"], request["controller_epoch"], brokers, topics)
+    return {"error_code": 0}

@@ -1,0 +1,21 @@
+"""ControlledShutdown (key 7), versions 0-3 — inter-broker: a broker about to stop asks the controller to
+move the leadership of its partitions to other in-sync replicas first (cluster/controller/broker_changes.py)
+and to take it out of the ISRs, so clients see only retriable errors. The answer lists the partitions it
+still leads (those no other replica can lead); the broker retries while any remain
+(`controlled.shutdown.max.retries`).
+
+A broker that is not the controller → NOT_CONTROLLER; an unknown broker → BROKER_NOT_AVAILABLE; a broker
+epoch (v2+) that is not the registered one → STALE_BROKER_EPOCH.
+v0 (whose request header carries no client id) is not advertised.
+"""
+
+from odradek.broker.core import RequestContext
+from odradek.broker.registry import handler
+from odradek.protocol.api_keys import ApiKey
+
+
+@handler(ApiKey.CONTROLLED_SHUTDOWN, 1, 3)
+async def controlled_shutdown(ctx: RequestContext, request: dict) -> dict:
+    epoch = request["broker_epoch"] if ctx.api_version >= 2 else -1
+    error, remaining = await ctx.broker.cluster.controlled_shutdown(request["broker_id"], epoch)
+    return {"error_code": error, "remaining_partitions": [{"topic_name": t, "partition_index": p} for t, p in remaining]}

@@ -1,0 +1,38 @@
+"""ElectLeaders (key 43), versions 0-2.
+
+Preferred elections (type 0; v0 is always preferred) move each partition's leadership back to its first
+assigned replica when that replica is live and in the ISR; unclean elections (type 1, v1+) give partitions
+without a leader any live replica, losing what the ISR had and it lacks. Only the controller takes them
+(NOT_CONTROLLER elsewhere); `topic_partitions` null means every partition. Per partition:
+ELECTION_NOT_NEEDED (the preferred replica leads already / the partition has a leader),
+PREFERRED_LEADER_NOT_AVAILABLE, ELIGIBLE_LEADERS_NOT_AVAILABLE, UNKNOWN_TOPIC_OR_PARTITION. A single node
+leads everything already: ELECTION_NOT_NEEDED.
+"""
+
+import asyncio
+
+from odradek.broker.core import RequestContext
+from odradek.broker.registry import handler
+from odradek.cluster.admin import AdminError
+from odradek.protocol.api_keys import ApiKey
+from odradek.protocol.errors import ErrorCode
+
+PREFERRED = 0
+
+
+@handler(ApiKey.ELECT_LEADERS, 0, 2)
+async def elect_leaders(ctx: RequestContext, request: dict) -> dict:
+    preferred = ctx.api_version == 0 or request["election_type"] == PREFERRED
+    wanted = None if request["topic_partitions"] is None else [
+        (t["topic"], p) for t in request["topic_partitions"] for p in t["partitions"]]
+    try:
+        results = await ctx.broker.admin.elect_leaders(preferred, wanted, request["timeout_ms"])
+    except AdminError as exc:
+        return {"throttle_time_ms": 0, "error_code": exc.error_code, "replica_election_results": []}
+    except (asyncio.TimeoutError, ConnectionError):
+        return {"throttle_time_ms": 0, "error_code": ErrorCode.REQUEST_TIMED_OUT, "replica_election_results": []}
+    by_topic: dict[str, list] = {}
+    for (topic, p), (code, message) in sorted(results.items()):
+        by_topic.setdefault(topic, []).append({"partition_id": p, "error_code": code, "error_message": message})
+    return {"throttle_time_ms": 0, "error_code": 0,
+            "replica_election_results": [{"topic": t, "partition_result": r} for t, r in by_topic.items()]}

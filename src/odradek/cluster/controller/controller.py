@@ -1,0 +1,397 @@
+"""Controller: the one broker (elected through `/controller`) that decides every partition's leader and ISR.
+
+Its work is an explicit queue of events, handled one at a time, each to its end: what ZooKeeper's watches
+report (brokers registering or gone, topics created, grown or marked for deletion, ISR changes made by
+leaders), what brokers ask (ControlledShutdown, ElectLeaders), and a periodic check of leader balance. An
+event reads what it needs from ZooKeeper, decides (election.py), writes the decisions there through the
+epoch-fenced `PartitionStateStore`, and then tells the brokers in one `RequestBatch`. A watch fires once,
+so each handler re-arms its watch as it reads.
+
+Broker changes (broker_changes.py) and topic changes (topic_changes.py) are handled in modules of their own;
+this one holds the queue, the failover start-up, the shared "elect and write" step, ISR change
+notifications and preferred-leader elections.
+
+On becoming controller it bumps `/controller_epoch`, rebuilds its view from ZooKeeper (a new controller
+trusts nothing it remembers), elects leaders for partitions that have none or whose leader is gone, and
+sends every live broker its LeaderAndIsr and the full metadata. A write refused because the epoch moved
+means a newer controller exists: this one stops at once.
+
+Not thread-safe; owned by the event loop.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from typing import TYPE_CHECKING, Awaitable, Callable
+
+from odradek.cluster import zk_layout as L
+from odradek.cluster.controller import broker_changes, topic_changes
+from odradek.cluster.controller.context import ControllerContext
+from odradek.cluster.controller.election import offline_election, preferred_election
+from odradek.cluster.controller.requests import ControllerChannel, RequestBatch
+from odradek.cluster.controller.state_store import ControllerMoved, PartitionStateStore
+from odradek.cluster.zk import NoNodeError, ZkClient
+from odradek.cluster.zk_layout import PartitionState
+from odradek.protocol.errors import ErrorCode
+
+if TYPE_CHECKING:
+    from odradek.config import BrokerConfig
+
+log = logging.getLogger(__name__)
+
+TopicPartition = tuple[str, int]
+Event = Callable[[], Awaitable[None]]
+
+
+class Controller:
+    def __init__(self, broker_id: int, zk: ZkClient, config: "BrokerConfig",
+                 on_stop: Callable[["Controller"], None]) -> None:
+        self.broker_id = broker_id
+        self.zk = zk
+        self.config = config
+        self.ctx = ControllerContext()
+        self.store = PartitionStateStore(zk, self.ctx)
+        self.channel = ControllerChannel(broker_id, config.int("controller.socket.timeout.ms") / 1000.0)
+        self._queue: asyncio.Queue[Event] = asyncio.Queue()
+        self._on_stop = on_stop
+        self.active = False
+        self._task: asyncio.Task | None = None
+        self._rebalance_task: asyncio.Task | None = None
+        self.unclean_default = bool(config.get("unclean.leader.election.enable"))
+        self.ready = asyncio.Event()
+
+    # -- life ---------------------------------------------------------------------------------------
+
+    def start(self) -> None:
+        self.active = True
+        self._task = asyncio.ensure_future(self._run())
+
+    def post(self, event: Event) -> None:
+        if self.active:
+            self._queue.put_nowait(event)
+
+    async def _run(self) -> None:
+        try:
+            await self._failover()
+            self.ready.set()
+            if self.config.get("auto.leader.rebalance.enable"):
+                self._rebalance_task = asyncio.ensure_future(self._rebalance_timer())
+            while self.active:
+                event = await self._queue.get()
+                await event()
+        except ControllerMoved as exc:
+            log.info("controller %d: %s; resigning", self.broker_id, exc)
+        except asyncio.CancelledError:
+            pass
+        except Exception:
+            log.exception("controller %d failed; resigning", self.broker_id)
+        finally:
+            self._shutdown()
+
+    def stop(self) -> None:
+        if self._task is not None and not self._task.done():
+            self._task.cancel()
+        else:
+            self._shutdown()
+
+    def _shutdown(self) -> None:
+        if not self.active:
+            return
+        self.active = False
+        if self._rebalance_task is not None:
+            self._rebalance_task.cancel()
+        self.channel.close()
+        while not self._queue.empty():
+            self._queue.get_nowait()  # events of a controller that resigned are moot
+        self._on_stop(self)
+
+    async def call(self, make: Callable[[], Awaitable[object]], timeout_s: float) -> object:
+        """Run ``make()`` as an event (in turn with the others) and return its result."""
+        loop = asyncio.get_running_loop()
+        result = loop.create_future()
+
+        async def event() -> None:
+            try:
+                value = await make()
+            except ControllerMoved:
+                if not result.done():
+                    result.set_exception(ConnectionError("not the controller any more"))
+                raise
+            except Exception as exc:
+                if not result.done():
+                    result.set_exception(exc)
+                return
+            if not result.done():
+                result.set_result(value)
+
+        if not self.active:
+            raise ConnectionError("not the controller")
+        self.post(event)
+        return await asyncio.wait_for(result, timeout_s)
+
+    # -- failover start-up -----------------------------------------------------------------------------
+
+    async def _failover(self) -> None:
+        started = time.monotonic()
+        await self.store.claim_epoch()
+        ctx = self.ctx
+        snapshot = await self.store.read_cluster()
+        ctx.brokers = snapshot.brokers
+        ctx.topics = snapshot.topics
+        ctx.states = snapshot.states
+        for reg in ctx.brokers.values():
+            self.channel.add_broker(reg)
+        await self.zk.children(L.BROKER_IDS, self._brokers_watch)
+        await self.zk.children(L.TOPICS, self._topics_watch)
+        await self.zk.children(L.DELETE_TOPICS, self._deletions_watch)
+        await self.zk.children(L.ISR_CHANGES, self._isr_watch)
+        for topic in ctx.topics:
+            await self.zk.exists(L.topic_path(topic), self._topic_watch)
+        batch = self.batch()
+        await self.start_new_partitions(batch, [tp for tp in ctx.partitions() if tp not in ctx.states])
+        await self.elect_offline(batch, [tp for tp in ctx.partitions()
+                                         if tp in ctx.states and ctx.states[tp].leader not in ctx.brokers])
+        gone = {r for state in ctx.states.values() for r in state.isr if r not in ctx.brokers}
+        if gone:  # replicas that died while there was no controller leave the ISRs
+            await broker_changes.leave_isr(self, batch, gone)
+        for tp in ctx.partitions():
+            if tp in ctx.states:
+                batch.add_leader_and_isr(ctx.replicas(tp), tp)
+        batch.add_update_metadata(ctx.live, ctx.partitions())
+        batch.send(self.channel)
+        log.info("broker %d is the controller (epoch %d): %d brokers, %d topics, %d partitions, in %.0f ms",
+                 self.broker_id, ctx.epoch, len(ctx.brokers), len(ctx.topics), len(ctx.partitions()),
+                 (time.monotonic() - started) * 1000)
+        if snapshot.deleting:
+            self.post(lambda: topic_changes.on_deletions(self))
+        await self._drain_isr_notifications()
+
+    # -- watches (they post events) ---------------------------------------------------------------------
+
+    def _brokers_watch(self, event) -> None:
+        self.post(lambda: broker_changes.on_brokers_changed(self))
+
+    def _topics_watch(self, event) -> None:
+        self.post(lambda: topic_changes.on_topics_changed(self))
+
+    def _topic_watch(self, event) -> None:
+        topic = event.path.rsplit("/", 1)[-1]
+        self.post(lambda: topic_changes.on_topic_modified(self, topic))
+
+    def _deletions_watch(self, event) -> None:
+        self.post(lambda: topic_changes.on_deletions(self))
+
+    def _isr_watch(self, event) -> None:
+        self.post(self._drain_isr_notifications)
+
+    # -- shared steps ------------------------------------------------------------------------------------
+
+    def batch(self) -> RequestBatch:
+        return RequestBatch(self.ctx, self.broker_id)
+
+    async def _unclean_topics(self, topics: set[str]) -> set[str]:
+        """Topics whose unclean.leader.election.enable (their override, else the broker default) is true."""
+        out = set()
+        for topic in topics:
+            found = await self.zk.get_or_none(L.topic_config_path(topic))
+            value = L.decode_topic_config(found[0] if found else None).get("unclean.leader.election.enable")
+            if (value == "true") if value is not None else self.unclean_default:
+                out.add(topic)
+        return out
+
+    async def write_states(self, batch: RequestBatch, changes: dict[TopicPartition, PartitionState],
+                           decide: Callable[[TopicPartition, PartitionState], PartitionState | None]) -> set[TopicPartition]:
+        """Write each new state; a partition whose znode moved on is read again and ``decide(tp, current)``
+        (None: nothing to do any more) is written instead, up to a few times. Every written partition gets
+        LeaderAndIsr (to its live replicas) and UpdateMetadata (to every broker). Returns them."""
+        ctx = self.ctx
+        written: set[TopicPartition] = set()
+        for _ in range(5):
+            if not changes:
+                break
+            results = await self.store.write_all(changes)
+            retry: dict[TopicPartition, PartitionState] = {}
+            for tp, state in results.items():
+                if state is not None:
+                    ctx.states[tp] = state
+                    written.add(tp)
+                    batch.add_leader_and_isr(ctx.replicas(tp), tp)
+                    continue
+                current = await self.store.read_state(tp)
+                if current is None:
+                    continue
+                ctx.states[tp] = current
+                again = decide(tp, current)
+                if again is not None:
+                    retry[tp] = again
+                else:
+                    batch.add_leader_and_isr(ctx.replicas(tp), tp)
+            changes = retry
+        return written
+
+    async def elect_offline(self, batch: RequestBatch, partitions: list[TopicPartition],
+                            force_unclean: bool = False) -> None:
+        """Elect leaders for partitions whose leader is not live (Kafka's OfflinePartitionLeaderElection);
+        outside the ISR only where unclean elections are allowed (or ``force_unclean``: ElectLeaders)."""
+        ctx = self.ctx
+        stuck = {tp[0] for tp in partitions if tp in ctx.states and offline_election(
+            ctx.replicas(tp), ctx.states[tp].isr, ctx.live - ctx.shutting_down, False) is None}
+        unclean = {tp[0] for tp in partitions} if force_unclean else await self._unclean_topics(stuck)
+
+        def decide(tp: TopicPartition, current: PartitionState) -> PartitionState | None:
+            if current.leader in ctx.brokers and current.leader not in ctx.shutting_down:
+                return None
+            elected = offline_election(ctx.replicas(tp), current.isr, ctx.live - ctx.shutting_down,
+                                       tp[0] in unclean)
+            if elected is None:
+                if current.leader == -1:
+                    return None
+                # nobody may lead: the partition is offline until an ISR member returns
+                log.warning("controller: %s-%d has no live in-sync replica (ISR %s); it is offline", tp[0], tp[1],
+                            current.isr)
+                return current.copy(leader=-1, leader_epoch=current.leader_epoch + 1)
+            leader, isr = elected
+            if leader not in current.isr:
+                log.warning("controller: unclean election of %d for %s-%d (ISR was %s)", leader, tp[0], tp[1],
+                            current.isr)
+            return current.copy(leader=leader, leader_epoch=current.leader_epoch + 1, isr=isr)
+
+        changes = {}
+        for tp in partitions:
+            decided = decide(tp, ctx.states[tp])
+            if decided is not None:
+                changes[tp] = decided
+        await self.write_states(batch, changes, decide)
+
+    async def start_new_partitions(self, batch: RequestBatch, partitions: list[TopicPartition]) -> None:
+        """First state of new partitions: the first live replica leads, the live replicas are the ISR."""
+        ctx = self.ctx
+        changes = {}
+        for tp in partitions:
+            replicas = ctx.replicas(tp)
+            live = [r for r in replicas if r in ctx.brokers]
+            if not live:
+                log.warning("controller: no replica of new partition %s-%d is live (%s)", tp[0], tp[1], replicas)
+                continue
+            changes[tp] = PartitionState(live[0], 0, live, ctx.epoch, -1)
+        results = await self.store.write_all(changes)
+        for tp, state in results.items():
+            if state is None:  # it existed after all
+                state = await self.store.read_state(tp)
+                if state is None:
+                    continue
+            ctx.states[tp] = state
+            batch.add_leader_and_isr(ctx.replicas(tp), tp, is_new=True)
+
+    # -- ISR changes made by leaders -------------------------------------------------------------------
+
+    async def _drain_isr_notifications(self) -> None:
+        names = await self.zk.children(L.ISR_CHANGES, self._isr_watch)
+        if not names:
+            return
+        changed: set[TopicPartition] = set()
+        for name in sorted(names):
+            path = f"{L.ISR_CHANGES}/{name}"
+            found = await self.zk.get_or_none(path)
+            if found is not None:
+                changed.update(L.decode_isr_change(found[0]))
+            try:
+                await self.zk.delete(path)
+            except NoNodeError:
+                pass
+        ctx = self.ctx
+        known = [tp for tp in changed if tp[0] in ctx.topics]
+        for tp, state in zip(known, await asyncio.gather(*(self.store.read_state(tp) for tp in known))):
+            if state is not None:
+                ctx.states[tp] = state
+        batch = self.batch()
+        batch.add_update_metadata(ctx.live, known)
+        batch.send(self.channel)
+
+    # -- preferred leaders --------------------------------------------------------------------------------
+
+    async def elect_preferred(self, partitions: list[TopicPartition]) -> dict[TopicPartition, int]:
+        """ElectLeaders (preferred): an error code per partition (ELECTION_NOT_NEEDED when the preferred
+        replica leads already, PREFERRED_LEADER_NOT_AVAILABLE when it may not lead now)."""
+        ctx = self.ctx
+        errors: dict[TopicPartition, int] = {}
+        changes: dict[TopicPartition, PartitionState] = {}
+
+        def decide(tp: TopicPartition, current: PartitionState) -> PartitionState | None:
+            replicas = ctx.replicas(tp)
+            if replicas and current.leader == replicas[0]:
+                return None
+            elected = preferred_election(replicas, current.isr, ctx.live - ctx.shutting_down)
+            if elected is None:
+                return None
+            return current.copy(leader=elected[0], leader_epoch=current.leader_epoch + 1)
+
+        for tp in partitions:
+            state = ctx.states.get(tp)
+            if state is None or tp[0] in ctx.deleting:
+                errors[tp] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+                continue
+            replicas = ctx.replicas(tp)
+            if replicas and state.leader == replicas[0]:
+                errors[tp] = ErrorCode.ELECTION_NOT_NEEDED
+                continue
+            decided = decide(tp, state)
+            if decided is None:
+                errors[tp] = ErrorCode.PREFERRED_LEADER_NOT_AVAILABLE
+            else:
+                changes[tp] = decided
+        batch = self.batch()
+        written = await self.write_states(batch, changes, decide)
+        batch.send(self.channel)
+        for tp in changes:
+            errors[tp] = ErrorCode.NONE if tp in written else ErrorCode.PREFERRED_LEADER_NOT_AVAILABLE
+        return errors
+
+    async def elect_unclean(self, partitions: list[TopicPartition]) -> dict[TopicPartition, int]:
+        """ElectLeaders (unclean): partitions without a leader get any live replica."""
+        ctx = self.ctx
+        errors: dict[TopicPartition, int] = {}
+        offline = []
+        for tp in partitions:
+            state = ctx.states.get(tp)
+            if state is None:
+                errors[tp] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+            elif state.leader in ctx.brokers:
+                errors[tp] = ErrorCode.ELECTION_NOT_NEEDED
+            else:
+                offline.append(tp)
+        batch = self.batch()
+        await self.elect_offline(batch, offline, force_unclean=True)
+        batch.send(self.channel)
+        for tp in offline:
+            errors[tp] = ErrorCode.NONE if ctx.states[tp].leader in ctx.brokers else ErrorCode.ELIGIBLE_LEADERS_NOT_AVAILABLE
+        return errors
+
+    async def _rebalance_timer(self) -> None:
+        interval = self.config.int("leader.imbalance.check.interval.seconds")
+        while self.active:
+            await asyncio.sleep(interval)
+            self.post(self._rebalance)
+
+    async def _rebalance(self) -> None:
+        """auto.leader.rebalance.enable: move leadership back to preferred replicas on any broker whose share
+        of partitions led by others exceeds leader.imbalance.per.broker.percentage."""
+        ctx = self.ctx
+        threshold = self.config.int("leader.imbalance.per.broker.percentage") / 100.0
+        by_preferred: dict[int, list[TopicPartition]] = {}
+        for tp in ctx.partitions():
+            replicas = ctx.replicas(tp)
+            if replicas and tp[0] not in ctx.deleting:
+                by_preferred.setdefault(replicas[0], []).append(tp)
+        wanted = []
+        for broker, tps in by_preferred.items():
+            if broker not in ctx.brokers or broker in ctx.shutting_down:
+                continue
+            misplaced = [tp for tp in tps if tp in ctx.states and ctx.states[tp].leader != broker]
+            if misplaced and len(misplaced) / len(tps) > threshold:
+                wanted.extend(misplaced)
+        if wanted:
+            log.info("controller: leader imbalance; moving %d partitions back to their preferred leaders", len(wanted))
+            await self.elect_preferred(wanted)

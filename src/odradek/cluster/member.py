@@ -1,0 +1,519 @@
+"""ClusterMember: this broker as a member of a cluster coordinated by ZooKeeper (`zookeeper.connect`).
+
+What it does, in Kafka's ZooKeeper layout (zk_layout.py):
+
+- Start: connects (`zookeeper.session.timeout.ms`), creates the persistent paths, adopts the cluster id
+  (`/cluster/id`, created by the first broker; checked against the data directory's `meta.properties`, so
+  a data directory never joins another cluster) and registers `/brokers/ids/ID` (ephemeral; its czxid is
+  the broker epoch). A registration left by this broker's previous, crashed process is waited out until
+  its session expires. Then it joins the controller election: whoever creates the ephemeral `/controller`
+  first runs the `Controller`; the others watch it and try again when it vanishes.
+- Applies what the controller sends (handlers k04-k06): LeaderAndIsr (the topic's config overrides are read
+  from `/config/topics` first, so its logs get their settings), StopReplica, UpdateMetadata (the metadata
+  cache; on the first one, logs of topics the cluster no longer has are removed).
+- Writes the ISR changes of partitions it leads (conditionally on the state znode's version) and leaves a
+  notification for the controller in `/isr_change_notification`.
+- Follows config changes (`/config/changes`) and allocates producer ids in blocks from
+  `/latest_producer_id_block` (ZkProducerIdManager), unique across the cluster.
+- Session loss: when ZooKeeper reports the session expired, every partition this broker leads stops being
+  led here (writes get NOT_LEADER_OR_FOLLOWER) and fetching stops: another broker may be leading it by
+  now. On the new session it registers again and waits for the controller's word.
+- Shutdown (SIGTERM): ControlledShutdown to the controller, which moves leadership away first, so clients
+  see only retriable errors; then the session is closed, which removes the registration.
+
+Not thread-safe; owned by the event loop. kazoo's threads only reach it through ZkClient.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import logging
+import time
+import uuid
+from typing import TYPE_CHECKING
+
+from odradek.cluster import ClusterError
+from odradek.cluster import zk_layout as L
+from odradek.cluster.broker_client import BrokerClient, BrokerUnavailable
+from odradek.cluster.controller import Controller, ShutdownRefused
+from odradek.cluster.controller import broker_changes
+from odradek.cluster.fetcher import FetcherSettings, ReplicaFetcherManager
+from odradek.cluster.metadata import LEADER_DURING_DELETE, BrokerInfo, PartitionInfo
+from odradek.cluster.partition import Partition
+from odradek.cluster.replica_manager import PartitionStateChange
+from odradek.cluster.topics import Topic
+from odradek.cluster.zk import BadVersionError, NodeExistsError, NoNodeError, ZkClient
+from odradek.cluster.zk_admin import ZkAdmin
+from odradek.protocol.api_keys import ApiKey
+from odradek.protocol.errors import ErrorCode
+from odradek.storage.loader import write_file_atomically
+
+if TYPE_CHECKING:
+    from odradek.broker.core import Broker
+
+log = logging.getLogger(__name__)
+
+PRODUCER_ID_BLOCK_SIZE = 1000
+CONTROLLED_SHUTDOWN_VERSION = 3
+META_PROPERTIES = "meta.properties"
+INTERNAL_TOPICS = ("__consumer_offsets", "__transaction_state")
+
+
+class ClusterMember:
+    def __init__(self, broker: "Broker") -> None:
+        self.broker = broker
+        config = broker.config
+        self.broker_id = config.node_id
+        if config.int("broker.id") < 0 and "node.id" not in config.raw:
+            raise ClusterError("cluster mode needs broker.id (or node.id)")
+        self.connect = str(config.get("zookeeper.connect"))
+        self.session_timeout_ms = config.int("zookeeper.session.timeout.ms")
+        self.zk: ZkClient | None = None
+        self.broker_epoch = -1
+        self.controller: Controller | None = None
+        self.admin = ZkAdmin(self)
+        self._endpoint: L.Endpoint | None = None
+        self._clients: dict[tuple[int, str], BrokerClient] = {}
+        # addresses of leaders LeaderAndIsr named before UpdateMetadata listed them
+        self._leader_addresses: dict[int, tuple[str, int]] = {}
+        self._topic_configs: dict[str, dict[str, str]] = {}
+        self._config_changes_seen = -1
+        self._first_metadata = True
+        self._tasks: set[asyncio.Task] = set()
+        self._closing = False
+        self._session_lost = False
+        replicas = broker.replicas
+        replicas.isr_writer = self._write_isr
+        replicas.fetchers = ReplicaFetcherManager(FetcherSettings(
+            self.broker_id, config.int("replica.fetch.wait.max.ms"), config.int("replica.fetch.min.bytes"),
+            config.int("replica.fetch.max.bytes"), config.int("replica.fetch.response.max.bytes"),
+            config.int("replica.fetch.backoff.ms") / 1000.0),
+            lambda node: self._new_client(node, "replica-fetcher"), self._follower_appended)
+
+    # -- what the broker asks of its cluster ---------------------------------------------------------------
+
+    def producer_id_manager(self) -> "ZkProducerIdManager":
+        return ZkProducerIdManager(self)
+
+    def partition_count(self, name: str, default: int) -> int:
+        return default  # corrected from the metadata once the topic is known (internal topics)
+
+    def known_topic(self, name: str) -> Topic | None:
+        return None  # nothing is known before ZooKeeper: logs open with the defaults until LeaderAndIsr
+
+    def load(self) -> None:
+        return None  # partitions are led or followed when the controller says so
+
+    @property
+    def is_controller(self) -> bool:
+        return self.controller is not None and self.controller.active
+
+    def advertise(self, host: str, port: int) -> None:
+        self._endpoint = L.Endpoint("PLAINTEXT", host, port)
+
+    def create_internal_topic(self, name: str) -> None:
+        self.admin.create_internal_topic(name)
+
+    # -- start ----------------------------------------------------------------------------------------
+
+    async def start(self) -> None:
+        loop = asyncio.get_running_loop()
+        self.zk = ZkClient(self.connect, self.session_timeout_ms, loop)
+        timeout_ms = self.broker.config.get("zookeeper.connection.timeout.ms") or self.session_timeout_ms
+        try:
+            await self.zk.start(int(timeout_ms) / 1000.0)
+        except Exception as exc:
+            raise ClusterError(f"cannot connect to ZooKeeper at {self.connect}: {exc}") from None
+        self.zk.on_state(self._on_session_state)
+        for path in L.PERSISTENT_PATHS:
+            await self.zk.ensure_path(path)
+        cluster_id = await self._cluster_id()
+        self.broker.metadata.cluster_id = cluster_id
+        self._check_meta_properties(cluster_id)
+        await self._register()
+        await self._watch_config_changes()
+        await self._elect()
+        log.info("broker %d joined cluster %s (ZooKeeper %s)", self.broker_id, cluster_id, self.connect)
+
+    async def _cluster_id(self) -> str:
+        found = await self.zk.get_or_none(L.CLUSTER_ID)
+        if found is not None:
+            return L.decode_cluster_id(found[0])
+        proposed = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+        try:
+            await self.zk.create(L.CLUSTER_ID, L.encode_cluster_id(proposed), makepath=True)
+            return proposed
+        except NodeExistsError:
+            return L.decode_cluster_id((await self.zk.get(L.CLUSTER_ID))[0])
+
+    def _check_meta_properties(self, cluster_id: str) -> None:
+        """Kafka's `meta.properties`: which broker and which cluster this data directory belongs to."""
+        path = self.broker.data_dir / META_PROPERTIES
+        values = {}
+        if path.exists():
+            for line in path.read_text().splitlines():
+                key, sep, value = line.partition("=")
+                if sep and not key.startswith("#"):
+                    values[key.strip()] = value.strip()
+            if values.get("cluster.id") not in (None, cluster_id):
+                raise ClusterError(f"{path} belongs to cluster {values['cluster.id']}, not {cluster_id}")
+            if values.get("broker.id") not in (None, str(self.broker_id)):
+                raise ClusterError(f"{path} belongs to broker {values['broker.id']}, not {self.broker_id}")
+            return
+        write_file_atomically(path, f"version=0\nbroker.id={self.broker_id}\ncluster.id={cluster_id}\n".encode())
+
+    async def _register(self) -> None:
+        """Create /brokers/ids/ID; wait out a registration of an earlier session of ours (a crashed process)."""
+        reg = L.BrokerRegistration(self.broker_id, (self._endpoint,), self.broker.config.get("broker.rack"))
+        path = L.broker_path(self.broker_id)
+        deadline = time.monotonic() + self.session_timeout_ms / 1000.0 + 10.0
+        while True:
+            try:
+                await self.zk.create(path, L.encode_broker(reg), ephemeral=True)
+                break
+            except NodeExistsError:
+                found = await self.zk.get_or_none(path)
+                if found is not None and found[1].ephemeralOwner == self.zk.session_id:
+                    break
+                if time.monotonic() > deadline:
+                    raise ClusterError(f"broker id {self.broker_id} is registered by another live broker") from None
+                log.info("broker id %d is still registered by an earlier session; waiting for it to expire",
+                         self.broker_id)
+                await asyncio.sleep(0.5)
+        self.broker_epoch = (await self.zk.get(path))[1].czxid
+        log.info("broker %d registered at %s (epoch %d)", self.broker_id, self._endpoint.connection_string(),
+                 self.broker_epoch)
+
+    # -- the controller election --------------------------------------------------------------------------
+
+    async def _elect(self) -> None:
+        if self._closing:
+            return
+        try:
+            await self.zk.create(L.CONTROLLER, L.encode_controller(self.broker_id), ephemeral=True)
+        except NodeExistsError:
+            if await self.zk.exists(L.CONTROLLER, self._controller_watch) is None:
+                self._spawn(self._elect())  # it vanished meanwhile
+            return
+        await self.zk.exists(L.CONTROLLER, self._controller_watch)
+        controller = Controller(self.broker_id, self.zk, self.broker.config, self._controller_stopped)
+        self.controller = controller
+        controller.start()
+
+    def _controller_watch(self, event) -> None:
+        if event.type == "DELETED":
+            if self.controller is not None:
+                self.controller.stop()
+            self._spawn(self._elect())
+        else:
+            self._spawn(self._rewatch_controller())
+
+    async def _rewatch_controller(self) -> None:
+        found = await self.zk.get_or_none(L.CONTROLLER, self._controller_watch)
+        if found is None:
+            self._spawn(self._elect())
+        elif L.decode_controller(found[0]) != self.broker_id and self.controller is not None:
+            self.controller.stop()
+
+    def _controller_stopped(self, controller: Controller) -> None:
+        if self.controller is controller:
+            self.controller = None
+
+    # -- session --------------------------------------------------------------------------------------
+
+    def _on_session_state(self, state: str) -> None:
+        if self._closing:
+            return
+        if state == "LOST":
+            self._session_lost = True
+            log.warning("ZooKeeper session of broker %d expired: leading nothing until the controller says so",
+                        self.broker_id)
+            if self.controller is not None:
+                self.controller.stop()
+            self.broker.replicas.relinquish_all()
+        elif state == "CONNECTED" and self._session_lost:
+            self._session_lost = False
+            self._spawn(self._rejoin())
+
+    async def _rejoin(self) -> None:
+        try:
+            await self._register()
+            await self._watch_config_changes()
+            await self._elect()
+        except Exception:
+            log.exception("broker %d could not rejoin the cluster", self.broker_id)
+
+    def _spawn(self, coro) -> None:
+        task = asyncio.ensure_future(coro)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    # -- requests from the controller ---------------------------------------------------------------------
+
+    def check_request(self, controller_epoch: int, broker_epoch: int) -> int:
+        """STALE_CONTROLLER_EPOCH for a controller older than one already heard from, STALE_BROKER_EPOCH for
+        a request meant for an earlier registration of this broker."""
+        if controller_epoch < self.broker.replicas.controller_epoch:
+            return ErrorCode.STALE_CONTROLLER_EPOCH
+        if broker_epoch >= 0 and self.broker_epoch >= 0 and broker_epoch != self.broker_epoch:
+            return ErrorCode.STALE_BROKER_EPOCH
+        return ErrorCode.NONE
+
+    async def leader_and_isr(self, controller_epoch: int, topics: list[tuple[str, bytes, list[dict]]],
+                             live_leaders: list[tuple[int, str, int]]) -> dict[tuple[str, int], int]:
+        """Apply LeaderAndIsr: (topic, topic id, partition states) per topic, and the addresses of the
+        leaders named; an error code per partition."""
+        for node_id, host, port in live_leaders:
+            self._leader_addresses[node_id] = (host, port)
+        cache = self.broker.metadata
+        for name, topic_id, states in topics:
+            configs = await self._configs_of(name)
+            known = cache.topic(name)
+            count = max([s["partition_index"] + 1 for s in states] + [known.partitions if known else 0])
+            if known is None or known.topic_id != topic_id or known.partitions < count:
+                cache.put_topic(Topic(name, topic_id, count, configs))
+        changes = [PartitionStateChange(name, s["partition_index"], s["controller_epoch"], s["leader"],
+                                        s["leader_epoch"], list(s["isr"]), s["partition_epoch"], list(s["replicas"]),
+                                        s["is_new"])
+                   for name, _, states in topics for s in states]
+        return self.broker.replicas.become_leader_or_follower(controller_epoch, changes)
+
+    def stop_replicas(self, controller_epoch: int, partitions: list[tuple[str, int, bool]]) -> dict[tuple[str, int], int]:
+        replicas = self.broker.replicas
+        replicas.controller_epoch = max(replicas.controller_epoch, controller_epoch)
+        return {(t, p): replicas.stop_replica(t, p, delete) for t, p, delete in partitions}
+
+    def update_metadata(self, controller_id: int, controller_epoch: int, brokers: list[BrokerInfo],
+                        topics: list[tuple[str, bytes, list[dict]]]) -> None:
+        broker = self.broker
+        cache = broker.metadata
+        replicas = broker.replicas
+        replicas.controller_epoch = max(replicas.controller_epoch, controller_epoch)
+        moved = [b for b in brokers if (old := cache.brokers.get(b.node_id)) is not None
+                 and (old.host, old.port) != (b.host, b.port)]
+        cache.set_brokers(brokers, controller_id)
+        for name, topic_id, states in topics:
+            if any(s["leader"] == LEADER_DURING_DELETE for s in states):
+                cache.remove_topic(name)
+                continue
+            known = cache.topic(name)
+            count = max([s["partition_index"] + 1 for s in states] + [known.partitions if known else 0])
+            if known is None or known.topic_id != topic_id or known.partitions < count:
+                cache.put_topic(Topic(name, topic_id, count, self._topic_configs.get(name, {})))
+                if name not in self._topic_configs:
+                    self._spawn(self._configs_of(name))
+            for s in states:
+                cache.put_partition(name, s["partition_index"], PartitionInfo(
+                    s["leader"], s["leader_epoch"], list(s["replicas"]), list(s["isr"]),
+                    list(s["offline_replicas"]), s["zk_version"]))
+        for b in moved:
+            replicas.fetchers.leader_moved(b.node_id, b.host, b.port)
+            for (node, _), client in self._clients.items():
+                if node == b.node_id:
+                    client.retarget(b.host, b.port)
+        replicas.refollow_unfetched()
+        for name in INTERNAL_TOPICS:
+            topic = cache.topic(name)
+            if topic is not None:
+                broker.internal_topic_partitions(name, topic.partitions)
+        if self._first_metadata:
+            self._first_metadata = False
+            self._remove_stray_logs()
+
+    def _remove_stray_logs(self) -> None:
+        """Logs of topics the cluster no longer has (deleted while this broker was down)."""
+        broker = self.broker
+        for name in sorted({t for t, _ in broker.logs.logs()}):
+            if broker.metadata.topic(name) is None and not any(t == name for t, _ in broker.replicas.partitions):
+                log.warning("removing the logs of topic %s, which the cluster no longer has", name)
+                broker.logs.delete_topic(name)
+
+    # -- topic configs ------------------------------------------------------------------------------------
+
+    async def _configs_of(self, topic: str) -> dict[str, str]:
+        configs = self._topic_configs.get(topic)
+        if configs is None:
+            found = await self.zk.get_or_none(L.topic_config_path(topic))
+            configs = self._topic_configs[topic] = L.decode_topic_config(found[0] if found else None)
+            self.broker.metadata.set_topic_configs(topic, configs)
+        return configs
+
+    def topic_configs_changed(self, topic: str, configs: dict[str, str]) -> None:
+        self._topic_configs[topic] = dict(configs)
+        self.broker.metadata.set_topic_configs(topic, configs)
+        self.broker.topic_configs_changed(topic)
+
+    async def _watch_config_changes(self) -> None:
+        names = await self.zk.children(L.CONFIG_CHANGES, self._config_changes_watch)
+        seqs = sorted(int(n[len(L.CONFIG_CHANGE_PREFIX):]) for n in names if n.startswith(L.CONFIG_CHANGE_PREFIX))
+        if self._config_changes_seen < 0:
+            self._config_changes_seen = seqs[-1] if seqs else 0  # configs are read afresh when needed
+            return
+        for seq in seqs:
+            if seq <= self._config_changes_seen:
+                continue
+            self._config_changes_seen = seq
+            found = await self.zk.get_or_none(f"{L.CONFIG_CHANGES}/{L.CONFIG_CHANGE_PREFIX}{seq:010d}")
+            change = L.decode_config_change(found[0]) if found else None
+            if change is not None and change[0] == "topics":
+                self._topic_configs.pop(change[1], None)
+                configs = await self._configs_of(change[1])
+                self.topic_configs_changed(change[1], configs)
+
+    def _config_changes_watch(self, event) -> None:
+        self._spawn(self._watch_config_changes())
+
+    # -- ISR changes of partitions led here ---------------------------------------------------------------
+
+    async def _write_isr(self, partition: Partition, isr: list[int]) -> int | None:
+        """Write the leader's new ISR to the partition's state znode (conditionally); its new version, or
+        None when the znode moved on (the controller decided something newer)."""
+        state = L.PartitionState(self.broker_id, partition.leader_epoch, isr, partition.controller_epoch,
+                                 partition.zk_version)
+        try:
+            stat = await self.zk.set(L.partition_state_path(partition.topic, partition.index),
+                                     L.encode_partition_state(state), partition.zk_version)
+        except (BadVersionError, NoNodeError):
+            log.info("%s-%d: the state changed in ZooKeeper; not changing the ISR", partition.topic, partition.index)
+            return None
+        await self.zk.create(f"{L.ISR_CHANGES}/{L.ISR_CHANGE_PREFIX}",
+                             L.encode_isr_change([(partition.topic, partition.index)]), sequence=True)
+        return stat.version
+
+    def _follower_appended(self, partition: Partition) -> None:
+        self.broker.notify_append(partition.topic, partition.index)
+
+    # -- other brokers ------------------------------------------------------------------------------------
+
+    def _new_client(self, node_id: int, purpose: str) -> BrokerClient | None:
+        info = self.broker.metadata.brokers.get(node_id)
+        address = (info.host, info.port) if info is not None else self._leader_addresses.get(node_id)
+        if address is None:
+            return None
+        return BrokerClient(node_id, address[0], address[1], f"broker-{self.broker_id}-{purpose}")
+
+    def client_for(self, node_id: int, purpose: str) -> BrokerClient | None:
+        """A connection to ``node_id`` kept for one purpose (markers, verifications, ...)."""
+        client = self._clients.get((node_id, purpose))
+        if client is None:
+            client = self._new_client(node_id, purpose)
+            if client is not None:
+                self._clients[(node_id, purpose)] = client
+        return client
+
+    # -- controlled shutdown --------------------------------------------------------------------------------
+
+    async def controlled_shutdown(self, broker_id: int, broker_epoch: int) -> tuple[int, list[tuple[str, int]]]:
+        """The controller's side of ControlledShutdown: (error, partitions the broker still leads)."""
+        if not self.is_controller:
+            return ErrorCode.NOT_CONTROLLER, []
+        try:
+            remaining = await self.controller.call(
+                lambda: broker_changes.controlled_shutdown(self.controller, broker_id, broker_epoch), 30.0)
+        except ShutdownRefused as exc:
+            return exc.error_code, []
+        except (asyncio.TimeoutError, ConnectionError):
+            return ErrorCode.REQUEST_TIMED_OUT, []
+        return ErrorCode.NONE, remaining
+
+    async def shutdown(self) -> None:
+        """Controlled shutdown (when enabled), then leave: close the ZooKeeper session."""
+        self._closing = True
+        config = self.broker.config
+        if self.zk is not None and config.get("controlled.shutdown.enable") and self.broker_epoch >= 0:
+            await self._ask_controller_to_move_leaders(config.int("controlled.shutdown.max.retries"),
+                                                       config.int("controlled.shutdown.retry.backoff.ms") / 1000.0)
+        if self.controller is not None:
+            self.controller.stop()
+        if self.zk is not None:
+            await self.zk.close()
+
+    async def _ask_controller_to_move_leaders(self, retries: int, backoff_s: float) -> None:
+        started = time.monotonic()
+        for attempt in range(retries + 1):
+            error, remaining = await self._controlled_shutdown_request()
+            if error == ErrorCode.NONE and not remaining:
+                # wait (briefly) for the LeaderAndIsr that makes us a follower everywhere
+                deadline = time.monotonic() + 5.0
+                while time.monotonic() < deadline and any(p.is_leader for p in self.broker.replicas.partitions.values()
+                                                          if len(p.replicas) > 1):
+                    await asyncio.sleep(0.02)
+                log.info("controlled shutdown of broker %d done in %.0f ms", self.broker_id,
+                         (time.monotonic() - started) * 1000)
+                return
+            log.info("controlled shutdown of broker %d: error %d, %d partitions remaining (attempt %d)",
+                     self.broker_id, error, len(remaining), attempt + 1)
+            if error == ErrorCode.NONE:
+                return  # what remains only this broker can lead
+            await asyncio.sleep(backoff_s)
+        log.warning("controlled shutdown of broker %d did not complete; shutting down anyway", self.broker_id)
+
+    async def _controlled_shutdown_request(self) -> tuple[int, list[tuple[str, int]]]:
+        controller_id = self.broker.metadata.controller_id
+        if controller_id == self.broker_id:
+            return await self.controlled_shutdown(self.broker_id, self.broker_epoch)
+        client = self.client_for(controller_id, "controlled-shutdown") if controller_id >= 0 else None
+        if client is None:
+            return ErrorCode.NOT_CONTROLLER, []
+        try:
+            response = await client.request(ApiKey.CONTROLLED_SHUTDOWN, CONTROLLED_SHUTDOWN_VERSION,
+                                            {"broker_id": self.broker_id, "broker_epoch": self.broker_epoch},
+                                            timeout_s=30.0)
+        except BrokerUnavailable:
+            return ErrorCode.NOT_CONTROLLER, []
+        return response["error_code"], [(p["topic_name"], p["partition_index"])
+                                        for p in response["remaining_partitions"]]
+
+    def close(self) -> None:
+        for task in self._tasks:
+            task.cancel()
+        for client in self._clients.values():
+            client.close()
+        self.admin.close()
+
+
+class ZkProducerIdManager:
+    """Producer ids from blocks reserved in `/latest_producer_id_block`, unique across the cluster: a block is
+    claimed by a conditional write of the next range (Kafka's ZooKeeper-era ProducerIdManager); a failed
+    write means another broker took that range, so the next is tried."""
+
+    def __init__(self, member: ClusterMember) -> None:
+        self.member = member
+        self._next = 0
+        self._end = -1  # inclusive end of the current block
+        self._claiming: asyncio.Future | None = None
+
+    async def allocate(self) -> int:
+        while self._next > self._end:
+            if self._claiming is None:
+                self._claiming = asyncio.ensure_future(self._claim())
+            claiming = self._claiming
+            try:
+                await asyncio.shield(claiming)
+            except Exception as exc:
+                raise OSError(f"cannot reserve producer ids: {exc}") from exc
+            finally:
+                if self._claiming is claiming and claiming.done():
+                    self._claiming = None
+        pid = self._next
+        self._next += 1
+        return pid
+
+    async def _claim(self) -> None:
+        zk = self.member.zk
+        for _ in range(100):
+            found = await zk.get_or_none(L.PRODUCER_ID_BLOCK)
+            start = L.decode_producer_id_block(found[0]).end + 1 if found else 0
+            block = L.ProducerIdBlock(self.member.broker_id, start, start + PRODUCER_ID_BLOCK_SIZE - 1)
+            try:
+                if found is None:
+                    await zk.create(L.PRODUCER_ID_BLOCK, L.encode_producer_id_block(block))
+                else:
+                    await zk.set(L.PRODUCER_ID_BLOCK, L.encode_producer_id_block(block), found[1].version)
+            except (NodeExistsError, BadVersionError):
+                continue
+            self._next, self._end = block.start, block.end
+            log.info("broker %d reserved producer ids %d-%d", self.member.broker_id, block.start, block.end)
+            return
+        raise OSError("could not claim a producer id block")
