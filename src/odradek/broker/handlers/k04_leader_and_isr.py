@@ -1,15 +1,15 @@
-"""LeaderAndIsr (key 4), versions 0-7 — inter-broker: the controller tells a broker which partitions it leads
-or follows, in which leader epoch, with which replicas and ISR (cluster/replica_manager.py).
+"""LeaderAndIsr (key 4), versions 0-7 — inter-broker.
 
-A request from a controller older than one already heard from → STALE_CONTROLLER_EPOCH (top level); one
-meant for an earlier registration of this broker → STALE_BROKER_EPOCH. Per partition: a state older than
-the one applied (leader epoch, then partition epoch) → STALE_CONTROLLER_EPOCH, a partition this broker is
-not a replica of → UNKNOWN_TOPIC_OR_PARTITION, a log that cannot be opened → KAFKA_STORAGE_ERROR. The
-topic's config overrides are read from ZooKeeper before its logs are created. v0-1 list partitions
-ungrouped, v2+ by topic, v5+ with topic ids; v4+ is flexible. A single node has no other controller: it
-answers STALE_CONTROLLER_EPOCH.
-Gaps: `type` (full vs incremental, v5+) is not used: every request is applied as an increment;
-adding/removing replicas (reassignment) are ignored.
+The controller tells a broker which partitions it leads or follows, in which leader epoch, with which replicas
+and ISR (cluster/replica_manager.py). A request from a controller older than one already heard from →
+STALE_CONTROLLER_EPOCH (top level); one meant for an earlier registration of this broker → STALE_BROKER_EPOCH.
+Per partition: a state older than the one applied (leader epoch, then partition epoch) →
+STALE_CONTROLLER_EPOCH, a partition this broker is not a replica of → UNKNOWN_TOPIC_OR_PARTITION, a log that
+cannot be opened → KAFKA_STORAGE_ERROR. The topic's config overrides are read from ZooKeeper before its logs
+are created. v0-1 list partitions ungrouped, v2+ by topic, v5+ with topic ids; v4+ is flexible. A single node
+has no other controller: it answers STALE_CONTROLLER_EPOCH.
+Gaps: `type` (full vs incremental, v5+) is not used: every request is applied as an increment; adding/removing
+replicas (reassignment) are ignored.
 """
 
 from odradek.broker.core import RequestContext

@@ -1,10 +1,10 @@
-"""StopReplica (key 5), versions 0-4 — inter-broker: the controller tells a broker to stop being a replica of
-partitions (it stops fetching and leading them), and with `delete_partition` to delete their logs (topic
-deletion).
+"""StopReplica (key 5), versions 0-4 — inter-broker.
 
-Controller and broker epochs are checked as for LeaderAndIsr (STALE_CONTROLLER_EPOCH, STALE_BROKER_EPOCH).
-v0 lists partitions ungrouped with one delete flag, v1-2 by topic with one flag, v3+ by topic with a flag
-and the leader epoch per partition. A single node answers STALE_CONTROLLER_EPOCH.
+The controller tells a broker to stop being a replica of partitions (it stops fetching and leading them), and
+with `delete_partition` to delete their logs (topic deletion). Controller and broker epochs are checked as for
+LeaderAndIsr (STALE_CONTROLLER_EPOCH, STALE_BROKER_EPOCH). v0 lists partitions ungrouped with one delete flag,
+v1-2 by topic with one flag, v3+ by topic with a flag and the leader epoch per partition. A single node
+answers STALE_CONTROLLER_EPOCH.
 Gaps: the per-partition leader epoch (v3+) is not checked.
 """
 

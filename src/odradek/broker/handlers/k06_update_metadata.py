@@ -1,11 +1,11 @@
-"""UpdateMetadata (key 6), versions 0-8 — inter-broker: the controller tells every broker the live brokers,
-the controller, and partitions' leaders, replicas, ISR and offline replicas, which the broker keeps in its
-metadata cache (cluster/metadata.py) and answers Metadata from. A partition whose leader is -2 belongs to a
-topic being deleted: the topic leaves the cache.
+"""UpdateMetadata (key 6), versions 0-8 — inter-broker.
 
-Controller and broker epochs are checked as for LeaderAndIsr (STALE_CONTROLLER_EPOCH, STALE_BROKER_EPOCH).
-v0-4 list partitions ungrouped, v5+ by topic, v7+ with topic ids; brokers carry one endpoint (v0) or a list
-of endpoints (v1+, with listener names from v3). A single node answers STALE_CONTROLLER_EPOCH.
+The controller tells every broker the live brokers, the controller, and partitions' leaders, replicas, ISR and
+offline replicas, which the broker keeps in its metadata cache (cluster/metadata.py) and answers Metadata
+from. A partition whose leader is -2 belongs to a topic being deleted: the topic leaves the cache. Controller
+and broker epochs are checked as for LeaderAndIsr (STALE_CONTROLLER_EPOCH, STALE_BROKER_EPOCH). v0-4 list
+partitions ungrouped, v5+ by topic, v7+ with topic ids; brokers carry one endpoint (v0) or a list of endpoints
+(v1+, with listener names from v3). A single node answers STALE_CONTROLLER_EPOCH.
 """
 
 from odradek.broker.core import RequestContext

@@ -1,12 +1,12 @@
-"""ControlledShutdown (key 7), versions 0-3 — inter-broker: a broker about to stop asks the controller to
-move the leadership of its partitions to other in-sync replicas first (cluster/controller/broker_changes.py)
-and to take it out of the ISRs, so clients see only retriable errors. The answer lists the partitions it
-still leads (those no other replica can lead); the broker retries while any remain
-(`controlled.shutdown.max.retries`).
+"""ControlledShutdown (key 7), versions 1-3 — inter-broker.
 
-A broker that is not the controller → NOT_CONTROLLER; an unknown broker → BROKER_NOT_AVAILABLE; a broker
-epoch (v2+) that is not the registered one → STALE_BROKER_EPOCH.
-v0 (whose request header carries no client id) is not advertised.
+A broker about to stop asks the controller to move the leadership of its partitions to other in-sync
+replicas first (cluster/controller/broker_changes.py) and to take it out of the ISRs, so clients see only
+retriable errors. The answer lists the partitions it still leads (those no other replica can lead); the
+broker retries while any remain (`controlled.shutdown.max.retries`). A broker that is not the controller
+→ NOT_CONTROLLER; an unknown broker → BROKER_NOT_AVAILABLE; a broker epoch (v2+) that is not the
+registered one → STALE_BROKER_EPOCH.
+Gaps: v0 (whose request header carries no client id) is not advertised.
 """
 
 from odradek.broker.core import RequestContext

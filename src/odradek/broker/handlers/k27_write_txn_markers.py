@@ -1,12 +1,12 @@
-"""WriteTxnMarkers (key 27), versions 0-1 — inter-broker: a transaction coordinator asks the leader of each
-partition of a transaction to write its COMMIT or ABORT marker.
+"""WriteTxnMarkers (key 27), versions 0-1 — inter-broker.
 
-Per marker and partition (broker/txn_markers.py): the partition's leader appends the control batch (with
-the coordinator epoch) and answers once the in-sync replicas hold it; a `__consumer_offsets` partition
+A transaction coordinator asks the leader of each partition of a transaction to write its COMMIT or ABORT
+marker. Per marker and partition (broker/txn_markers.py): the partition's leader appends the control batch
+(with the coordinator epoch) and answers once the in-sync replicas hold it; a `__consumer_offsets` partition
 then also makes the producer's transactional offsets committed or drops them. Errors per partition:
 NOT_LEADER_OR_FOLLOWER (leadership moved: the coordinator asks the new leader), UNKNOWN_TOPIC_OR_PARTITION
-(deleted: no marker needed), INVALID_PRODUCER_EPOCH (the producer has a newer epoch there),
-REQUEST_TIMED_OUT (the ISR did not all get it in time), KAFKA_STORAGE_ERROR.
+(deleted: no marker needed), INVALID_PRODUCER_EPOCH (the producer has a newer epoch there), REQUEST_TIMED_OUT
+(the ISR did not all get it in time), KAFKA_STORAGE_ERROR.
 Gaps: v2 (KIP-890 transaction version) is not advertised; no CLUSTER_ACTION authorization.
 """
 
