@@ -25,13 +25,20 @@ def test_topics_are_created_spread_and_refused_like_kafka(cluster_factory, topic
         admin.create_topics([NewTopic(topic_name, 3, 4)])[topic_name].result(30)
     assert info.value.args[0].code() == INVALID_REPLICATION_FACTOR
     admin.create_topics([NewTopic(topic_name, 6, 2)])[topic_name].result(30)
-    states = [cluster.partition_state(topic_name, p) for p in range(6)]
+
+    def known_states():
+        states = [cluster.partition_state(topic_name, p) for p in range(6)]
+        return states if all(len(s.replicas) == 2 for s in states) else None
+
+    states = wait_until(known_states, timeout=15, message="every broker knowing the new partitions")
     assert all(len(s.replicas) == 2 and len(set(s.replicas)) == 2 for s in states)
     assert {s.leader for s in states} == {1, 2, 3}  # leadership spread over every broker
     # an explicit assignment is kept as given
     placed = topic_name + "-placed"
     admin.create_topics([NewTopic(placed, num_partitions=2, replica_assignment=[[3, 1], [2, 3]])])[placed].result(30)
-    assert [tuple(cluster.partition_state(placed, p).replicas) for p in range(2)] == [(3, 1), (2, 3)]
+    # (every broker learns it from the controller's UpdateMetadata, a moment after the controller itself)
+    wait_until(lambda: [tuple(cluster.partition_state(placed, p).replicas) for p in range(2)] == [(3, 1), (2, 3)],
+               timeout=15, message="the assignment as given")
     # only the controller takes CreateTopics, as a ZooKeeper-mode Kafka broker answers
     other = next(b for b in cluster.ids if b != view.controller_id)
     body = {"topics": [{"name": topic_name + "-elsewhere", "num_partitions": 1, "replication_factor": 1,
@@ -51,8 +58,8 @@ def test_auto_created_topics_get_the_default_replication_factor(cluster_factory,
                          "broker.address.family": "v4"})
     producer.produce(topic_name, value=b"auto")  # Metadata auto-creates it, through a non-controller
     assert producer.flush(30) == 0
-    states = [cluster.partition_state(topic_name, p) for p in range(2)]
-    assert all(len(s.replicas) == 3 for s in states)
+    wait_until(lambda: all(len(cluster.partition_state(topic_name, p).replicas) == 3 for p in range(2)),
+               timeout=15, message="both partitions with three replicas")
 
 
 @pytest.mark.timeout(120)

@@ -107,6 +107,9 @@ def test_transaction_completes_after_its_coordinator_dies_in_prepare_commit(clus
     seen = wait_until(lambda: len(s := _read_committed(cluster.bootstrap, [lone_topic, replicated])) == 50 and s,
                       timeout=90, message="the whole transaction visible to read_committed")
     assert sorted(seen) == sorted(f"t-{i}".encode() for i in range(50))
+    # the next coordinator really found the transaction in PrepareCommit and finished it
+    assert any("was PrepareCommit when its coordinator changed" in cluster.broker(b).log_tail(200_000)
+               for b in cluster.ids if b != coordinator)
     with pytest.raises(KafkaException):
         producer.abort_transaction(5)  # nothing open any more
     producer.flush(5)

@@ -81,9 +81,8 @@ def test_controlled_shutdown_moves_leaders_first(cluster_factory, topic_name):
     load.wait_acked(200)
     stopped_at = time.monotonic()
     assert cluster.stop(victim) == 0
-    state = cluster.partition_state(topic_name, 0)
-    assert victim not in {cluster.partition_state(topic_name, p).leader for p in range(3)}
-    assert victim not in state.isr
+    wait_until(lambda: all(victim != (s := cluster.partition_state(topic_name, p)).leader and victim not in s.isr
+                           for p in range(3)), timeout=15, message=f"broker {victim} out of every leadership and ISR")
     before = load.ledger.count()
     load.wait_acked(before + 200)
     ledger = load.stop()

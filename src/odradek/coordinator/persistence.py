@@ -290,12 +290,7 @@ class OffsetsTopicLog:
             return completed_future()
         partition = self.partition_for(group_id)
         durable = self._append(partition, records)
-        live = self._live.setdefault(partition, {})
-        for key, value in records:
-            if value is None:
-                live.pop(key, None)
-            else:
-                live[key] = value
+        self.commit_live(partition, records)
         self._appended[partition] = self._appended.get(partition, 0) + len(records)
         return durable
 
@@ -372,7 +367,8 @@ class OffsetsTopicLog:
         self._appended[partition] = count
 
     def commit_live(self, partition: int, records: list[tuple[bytes, bytes | None]]) -> None:
-        """Records of a committed transaction become live (they count for snapshots)."""
+        """Records become the live keys of the partition (what a snapshot keeps): at once for plain appends,
+        at the COMMIT marker for a transaction's."""
         live = self._live.setdefault(partition, {})
         for key, value in records:
             if value is None:

@@ -12,24 +12,16 @@ Gaps: `type` (full vs incremental, v5+) is not used: every request is applied as
 replicas (reassignment) are ignored.
 """
 
+from odradek.broker.controller_requests import states_by_topic
 from odradek.broker.core import RequestContext
 from odradek.broker.registry import handler
 from odradek.protocol.api_keys import ApiKey
-
-ZERO_UUID = bytes(16)
 
 
 @handler(ApiKey.LEADER_AND_ISR, 0, 7)
 async def leader_and_isr(ctx: RequestContext, request: dict) -> dict:
     version = ctx.api_version
-    if version >= 2:
-        topics = [(t["topic_name"], t["topic_id"] if version >= 5 else ZERO_UUID, t["partition_states"])
-                  for t in request["topic_states"]]
-    else:
-        by_name: dict[str, list] = {}
-        for s in request["ungrouped_partition_states"]:
-            by_name.setdefault(s["topic_name"], []).append(s)
-        topics = [(name, ZERO_UUID, states) for name, states in by_name.items()]
+    topics = states_by_topic(request, grouped=version >= 2, with_ids=version >= 5)
     cluster = ctx.broker.cluster
     error = cluster.check_request(request["controller_epoch"], request["broker_epoch"] if version >= 2 else -1)
     if error:

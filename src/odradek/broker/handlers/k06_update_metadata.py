@@ -8,12 +8,11 @@ partitions ungrouped, v5+ by topic, v7+ with topic ids; brokers carry one endpoi
 (v1+, with listener names from v3). A single node answers STALE_CONTROLLER_EPOCH.
 """
 
+from odradek.broker.controller_requests import states_by_topic
 from odradek.broker.core import RequestContext
 from odradek.broker.registry import handler
 from odradek.cluster.metadata import BrokerInfo
 from odradek.protocol.api_keys import ApiKey
-
-ZERO_UUID = bytes(16)
 
 
 @handler(ApiKey.UPDATE_METADATA, 0, 8)
@@ -23,14 +22,7 @@ def update_metadata(ctx: RequestContext, request: dict) -> dict:
     error = cluster.check_request(request["controller_epoch"], request["broker_epoch"] if version >= 5 else -1)
     if error:
         return {"error_code": error}
-    if version >= 5:
-        topics = [(t["topic_name"], t["topic_id"] if version >= 7 else ZERO_UUID, t["partition_states"])
-                  for t in request["topic_states"]]
-    else:
-        by_name: dict[str, list] = {}
-        for s in request["ungrouped_partition_states"]:
-            by_name.setdefault(s["topic_name"], []).append(s)
-        topics = [(name, ZERO_UUID, states) for name, states in by_name.items()]
+    topics = states_by_topic(request, grouped=version >= 5, with_ids=version >= 7)
     brokers = []
     for b in request["live_brokers"]:
         if version == 0:

@@ -83,14 +83,7 @@ async def leave_isr(ctl: "Controller", batch: RequestBatch, gone: set[int],
             return None
         return current.copy(isr=isr, leader_epoch=current.leader_epoch + 1)
 
-    changes = {}
-    for tp in partitions if partitions is not None else ctx.partitions():
-        state = ctx.states.get(tp)
-        if state is not None and tp[0] not in ctx.deleting:
-            decided = decide(tp, state)
-            if decided is not None:
-                changes[tp] = decided
-    await ctl.write_states(batch, changes, decide)
+    await ctl.decide_and_write(batch, partitions if partitions is not None else ctx.partitions(), decide)
 
 
 async def brokers_started(ctl: "Controller", started: dict[int, BrokerRegistration]) -> None:
@@ -132,12 +125,7 @@ async def controlled_shutdown(ctl: "Controller", broker_id: int, broker_epoch: i
         return current.copy(leader=elected[0], isr=elected[1], leader_epoch=current.leader_epoch + 1)
 
     batch = ctl.batch()
-    changes = {}
-    for tp in mine:
-        decided = decide(tp, ctx.states[tp])
-        if decided is not None:
-            changes[tp] = decided
-    await ctl.write_states(batch, changes, decide)
+    moved = await ctl.decide_and_write(batch, mine, decide)
     followed = [tp for tp in mine if ctx.states[tp].leader != broker_id]
     for tp in followed:
         batch.add_stop_replica(broker_id, tp, delete=False)
@@ -145,5 +133,5 @@ async def controlled_shutdown(ctl: "Controller", broker_id: int, broker_epoch: i
     batch.send(ctl.channel)
     remaining = [tp for tp in mine if ctx.states[tp].leader == broker_id]
     log.info("controller: controlled shutdown of broker %d: %d partitions moved, %d remaining", broker_id,
-             len(changes), len(remaining))
+             len(moved), len(remaining))
     return remaining

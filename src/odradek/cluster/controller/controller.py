@@ -149,6 +149,7 @@ class Controller:
         await self.zk.children(L.ISR_CHANGES, self._isr_watch)
         for topic in ctx.topics:
             await self.zk.exists(L.topic_path(topic), self._topic_watch)
+            self.post(lambda topic=topic: topic_changes.on_topic_modified(self, topic))  # grown meanwhile?
         batch = self.batch()
         await self.start_new_partitions(batch, [tp for tp in ctx.partitions() if tp not in ctx.states])
         await self.elect_offline(batch, [tp for tp in ctx.partitions()
@@ -164,8 +165,10 @@ class Controller:
         log.info("broker %d is the controller (epoch %d): %d brokers, %d topics, %d partitions, in %.0f ms",
                  self.broker_id, ctx.epoch, len(ctx.brokers), len(ctx.topics), len(ctx.partitions()),
                  (time.monotonic() - started) * 1000)
-        if snapshot.deleting:
-            self.post(lambda: topic_changes.on_deletions(self))
+        # whatever changed between reading the snapshot and arming the watches fired no watch: look again
+        self.post(lambda: broker_changes.on_brokers_changed(self))
+        self.post(lambda: topic_changes.on_topics_changed(self))
+        self.post(lambda: topic_changes.on_deletions(self))
         await self._drain_isr_notifications()
 
     # -- watches (they post events) ---------------------------------------------------------------------
@@ -201,12 +204,21 @@ class Controller:
                 out.add(topic)
         return out
 
-    async def write_states(self, batch: RequestBatch, changes: dict[TopicPartition, PartitionState],
-                           decide: Callable[[TopicPartition, PartitionState], PartitionState | None]) -> set[TopicPartition]:
-        """Write each new state; a partition whose znode moved on is read again and ``decide(tp, current)``
-        (None: nothing to do any more) is written instead, up to a few times. Every written partition gets
-        LeaderAndIsr (to its live replicas) and UpdateMetadata (to every broker). Returns them."""
+    async def decide_and_write(self, batch: RequestBatch, partitions: list[TopicPartition],
+                               decide: Callable[[TopicPartition, PartitionState], PartitionState | None]
+                               ) -> set[TopicPartition]:
+        """For each partition (with a known state, not being deleted) write the new state ``decide(tp,
+        current)`` gives (None: nothing to change). A partition whose znode moved on meanwhile is read again
+        and decided again, up to a few times. Every written partition gets LeaderAndIsr (to its live
+        replicas) and UpdateMetadata (to every broker). Returns the written ones."""
         ctx = self.ctx
+        changes = {}
+        for tp in partitions:
+            current = ctx.states.get(tp)
+            if current is not None and tp[0] not in ctx.deleting:
+                decided = decide(tp, current)
+                if decided is not None:
+                    changes[tp] = decided
         written: set[TopicPartition] = set()
         for _ in range(5):
             if not changes:
@@ -258,12 +270,7 @@ class Controller:
                             current.isr)
             return current.copy(leader=leader, leader_epoch=current.leader_epoch + 1, isr=isr)
 
-        changes = {}
-        for tp in partitions:
-            decided = decide(tp, ctx.states[tp])
-            if decided is not None:
-                changes[tp] = decided
-        await self.write_states(batch, changes, decide)
+        await self.decide_and_write(batch, partitions, decide)
 
     async def start_new_partitions(self, batch: RequestBatch, partitions: list[TopicPartition]) -> None:
         """First state of new partitions: the first live replica leads, the live replicas are the ISR."""
@@ -317,7 +324,6 @@ class Controller:
         replica leads already, PREFERRED_LEADER_NOT_AVAILABLE when it may not lead now)."""
         ctx = self.ctx
         errors: dict[TopicPartition, int] = {}
-        changes: dict[TopicPartition, PartitionState] = {}
 
         def decide(tp: TopicPartition, current: PartitionState) -> PartitionState | None:
             replicas = ctx.replicas(tp)
@@ -328,24 +334,20 @@ class Controller:
                 return None
             return current.copy(leader=elected[0], leader_epoch=current.leader_epoch + 1)
 
+        candidates = []
         for tp in partitions:
             state = ctx.states.get(tp)
+            replicas = ctx.replicas(tp)
             if state is None or tp[0] in ctx.deleting:
                 errors[tp] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
-                continue
-            replicas = ctx.replicas(tp)
-            if replicas and state.leader == replicas[0]:
+            elif replicas and state.leader == replicas[0]:
                 errors[tp] = ErrorCode.ELECTION_NOT_NEEDED
-                continue
-            decided = decide(tp, state)
-            if decided is None:
-                errors[tp] = ErrorCode.PREFERRED_LEADER_NOT_AVAILABLE
             else:
-                changes[tp] = decided
+                candidates.append(tp)
         batch = self.batch()
-        written = await self.write_states(batch, changes, decide)
+        written = await self.decide_and_write(batch, candidates, decide)
         batch.send(self.channel)
-        for tp in changes:
+        for tp in candidates:
             errors[tp] = ErrorCode.NONE if tp in written else ErrorCode.PREFERRED_LEADER_NOT_AVAILABLE
         return errors
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from typing import Any, Callable
 
 from odradek.cluster import zk_layout as L
 from odradek.cluster.controller.context import ControllerContext
@@ -84,25 +85,18 @@ class PartitionStateStore:
         state = state.copy(controller_epoch=self.ctx.epoch)
         data = L.encode_partition_state(state)
         path = L.partition_state_path(*tp)
-        epoch_version = self.ctx.epoch_zk_version
         if state.zk_version < 0:
             for parent in (L.partitions_path(tp[0]), L.partition_path(*tp)):
                 if not await self._create_fenced(parent):
                     return None  # the topic is gone
 
-        def ops(txn) -> None:
-            txn.check(L.CONTROLLER_EPOCH, epoch_version)
+        def op(txn) -> None:
             if state.zk_version < 0:
                 txn.create(path, data)
             else:
                 txn.set_data(path, data, state.zk_version)
 
-        try:
-            await self.zk.transaction(ops)
-        except TransactionFailed as exc:
-            first = exc.errors[0] if exc.errors else None
-            if isinstance(first, (BadVersionError, NoNodeError)):
-                raise ControllerMoved(f"/controller_epoch moved past {self.ctx.epoch}") from None
+        if await self._fenced(op) is not None:
             log.info("controller: state of %s-%d changed under us; reading it again", *tp)
             return None
         return state.copy(zk_version=state.zk_version + 1)
@@ -112,11 +106,17 @@ class PartitionStateStore:
         a deleted topic); True when it exists afterwards, False when its parent does not."""
         if await self.zk.exists(path) is not None:
             return True
+        failed = await self._fenced(lambda txn: txn.create(path, b""))
+        return failed is None or any(isinstance(e, NodeExistsError) for e in failed.errors)
+
+    async def _fenced(self, op: Callable[[Any], None]) -> TransactionFailed | None:
+        """Run ``op`` (it adds one operation to a multi-op) after a check that /controller_epoch is still
+        ours; raises ControllerMoved when that check fails, returns the failure of ``op`` (None: done)."""
         epoch_version = self.ctx.epoch_zk_version
 
         def ops(txn) -> None:
             txn.check(L.CONTROLLER_EPOCH, epoch_version)
-            txn.create(path, b"")
+            op(txn)
 
         try:
             await self.zk.transaction(ops)
@@ -124,8 +124,8 @@ class PartitionStateStore:
             first = exc.errors[0] if exc.errors else None
             if isinstance(first, (BadVersionError, NoNodeError)):
                 raise ControllerMoved(f"/controller_epoch moved past {self.ctx.epoch}") from None
-            return any(isinstance(e, NodeExistsError) for e in exc.errors)
-        return True
+            return exc
+        return None
 
     async def write_all(self, changes: dict[TopicPartition, PartitionState]) -> dict[TopicPartition, PartitionState | None]:
         keys = list(changes)

@@ -37,11 +37,11 @@ async def on_topics_changed(ctl: "Controller") -> None:
         return
     batch = ctl.batch()
     for topic in new:
+        await ctl.zk.exists(L.topic_path(topic), ctl._topic_watch)  # armed before the read: no change is missed
         assignment = await ctl.store.read_assignment(topic)
         if assignment is None:
             continue
         ctx.topics[topic] = assignment
-        await ctl.zk.exists(L.topic_path(topic), ctl._topic_watch)
         log.info("controller: new topic %s with %d partitions", topic, len(assignment.partitions))
         await ctl.start_new_partitions(batch, ctx.partitions(topic))
     batch.send(ctl.channel)
@@ -81,10 +81,11 @@ async def on_deletions(ctl: "Controller") -> None:
         for tp in partitions:
             for replica in ctx.replicas(tp):
                 batch.add_stop_replica(replica, tp, delete=True)
-        batch.send(ctl.channel)
+        # ZooKeeper first: once a broker hears the topic is gone, its name is free to create again
         await ctl.zk.delete_recursive(L.topic_path(topic))
         await _delete_node(ctl, L.topic_config_path(topic))
         await _delete_node(ctl, L.delete_topic_path(topic))
+        batch.send(ctl.channel)
         _forget(ctl, topic)
         log.info("controller: deleted topic %s", topic)
 
