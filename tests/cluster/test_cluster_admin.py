@@ -8,7 +8,7 @@ import pytest
 from confluent_kafka import ElectionType, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AlterConfigOpType, ConfigEntry, ConfigResource, NewPartitions, NewTopic, ResourceType
 
-from tests.cluster.test_failover import REPLICATED, create_topic
+from tests.cluster.common import REPLICATED, create_topic
 from tests.interop.helpers import wait_until
 from tests.interop.test_broker_semantics import request
 

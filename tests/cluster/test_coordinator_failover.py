@@ -11,7 +11,7 @@ from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import NewTopic
 
 from tests.cluster.checker import read_partitions
-from tests.cluster.test_failover import REPLICATED, create_topic
+from tests.cluster.common import REPLICATED, create_topic
 from tests.interop.helpers import wait_until
 
 

@@ -12,33 +12,10 @@ import time
 
 import pytest
 from confluent_kafka import KafkaError, Producer
-from confluent_kafka.admin import NewTopic
 
 from tests.cluster.checker import LoadProducer, check_history, read_partitions
+from tests.cluster.common import REPLICATED, create_topic, full_isr
 from tests.interop.helpers import wait_until
-
-REPLICATED = {
-    "default.replication.factor": "3",
-    "min.insync.replicas": "2",
-    "offsets.topic.replication.factor": "3",
-    "offsets.topic.num.partitions": "6",
-    "transaction.state.log.replication.factor": "3",
-    "transaction.state.log.min.isr": "2",
-    "zookeeper.session.timeout.ms": "4000",
-    "replica.lag.time.max.ms": "4000",
-}
-
-
-def create_topic(cluster, name: str, partitions: int = 3, replication: int = 3, **configs: str) -> None:
-    admin = cluster.admin()  # the client must outlive its futures
-    admin.create_topics([NewTopic(name, partitions, replication, config=configs)])[name].result(30)
-    wait_until(lambda: all(len(cluster.partition_state(name, p).isr) == replication for p in range(partitions)),
-               timeout=30, message=f"{name}: every partition with a full ISR")
-
-
-def full_isr(cluster, topic: str, partitions: int, replicas: int = 3) -> bool:
-    return all(len(cluster.partition_state(topic, p).isr) == replicas for p in range(partitions))
-
 
 @pytest.mark.timeout(180)
 def test_leader_killed_under_load_loses_nothing_and_rejoins(cluster_factory, topic_name):
@@ -137,6 +114,11 @@ def test_zookeeper_restart_brokers_reconnect(cluster_factory, zookeeper, topic_n
     load = LoadProducer(cluster.bootstrap, topic_name + "-after", 3, max_records=100, interval_s=0).start()
     load.wait_acked(100)
     assert check_history(load.stop().acked, read_partitions(cluster.bootstrap, topic_name + "-after", 3)).ok
+    # the controller watches the brokers again: one that dies now leaves every ISR
+    victim = next(b for b in (1, 2, 3) if b != cluster.metadata().controller_id)
+    cluster.kill(victim)
+    wait_until(lambda: all(victim not in cluster.partition_state(topic_name, p).isr for p in range(3)), timeout=30,
+               message=f"broker {victim}, killed after ZooKeeper's restart, out of every ISR")
 
 
 @pytest.mark.timeout(180)

@@ -83,6 +83,7 @@ class ClusterMember:
         self._tasks: set[asyncio.Task] = set()
         self._closing = False
         self._session_lost = False
+        self._suspended = False
         replicas = broker.replicas
         replicas.isr_writer = self._write_isr
         replicas.fetchers = ReplicaFetcherManager(FetcherSettings(
@@ -197,14 +198,16 @@ class ClusterMember:
                 self._spawn(self._elect())  # it vanished meanwhile
             return
         await self.zk.exists(L.CONTROLLER, self._controller_watch)
+        self._start_controller()
+
+    def _start_controller(self) -> None:
         controller = Controller(self.broker_id, self.zk, self.broker.config, self._controller_stopped)
         self.controller = controller
         controller.start()
 
     def _controller_watch(self, event) -> None:
         if event.type == "DELETED":
-            if self.controller is not None:
-                self.controller.stop()
+            self._drop_controller()
             self._spawn(self._elect())
         else:
             self._spawn(self._rewatch_controller())
@@ -213,28 +216,73 @@ class ClusterMember:
         found = await self.zk.get_or_none(L.CONTROLLER, self._controller_watch)
         if found is None:
             self._spawn(self._elect())
-        elif L.decode_controller(found[0]) != self.broker_id and self.controller is not None:
-            self.controller.stop()
+        elif L.decode_controller(found[0]) != self.broker_id:
+            self._drop_controller()
+
+    def _drop_controller(self) -> None:
+        """Stop this broker's controller, if it runs, without giving up `/controller` (it is gone, another
+        broker's, or kept for a restart)."""
+        controller, self.controller = self.controller, None
+        if controller is not None:
+            controller.stop()
 
     def _controller_stopped(self, controller: Controller) -> None:
         if self.controller is controller:
+            # it resigned by itself (an error, or a newer epoch): give the election back, or no broker would
+            # be controller while this one's registration lives
             self.controller = None
+            if not self._closing:
+                self._spawn(self._release_controller())
+
+    async def _release_controller(self) -> None:
+        try:
+            found = await self.zk.get_or_none(L.CONTROLLER)
+            if found is not None and found[1].ephemeralOwner == self.zk.session_id and self.controller is None:
+                await self.zk.delete(L.CONTROLLER, found[1].version)
+        except Exception:  # noqa: BLE001 - a reconnect or an expiry re-runs the election anyway
+            log.info("broker %d could not give up /controller", self.broker_id, exc_info=True)
 
     # -- session --------------------------------------------------------------------------------------
 
     def _on_session_state(self, state: str) -> None:
         if self._closing:
             return
+        log.info("broker %d: ZooKeeper session %s", self.broker_id, state.lower())
         if state == "LOST":
             self._session_lost = True
             log.warning("ZooKeeper session of broker %d expired: leading nothing until the controller says so",
                         self.broker_id)
-            if self.controller is not None:
-                self.controller.stop()
+            self._drop_controller()
             self.broker.replicas.relinquish_all()
-        elif state == "CONNECTED" and self._session_lost:
-            self._session_lost = False
-            self._spawn(self._rejoin())
+        elif state == "SUSPENDED":
+            # kazoo forgets every watch when the connection drops, even if the session lives on; they are
+            # armed again once reconnected (_resume). The controller stays: its session, and so its
+            # election, may well outlive the drop, as in a restart of ZooKeeper.
+            self._suspended = True
+        elif state == "CONNECTED":
+            if self._session_lost:
+                self._session_lost = False
+                self._spawn(self._rejoin())
+            elif self._suspended:
+                self._spawn(self._resume())
+            self._suspended = False
+
+    async def _resume(self) -> None:
+        """Arm the watches again after a reconnect within the session; the controller, if this broker still
+        holds `/controller`, rebuilds its view (or starts, if it had resigned meanwhile)."""
+        try:
+            await self._watch_config_changes()
+            found = await self.zk.get_or_none(L.CONTROLLER, self._controller_watch)
+            if found is None:
+                await self._elect()
+            elif found[1].ephemeralOwner != self.zk.session_id:
+                self._drop_controller()
+            elif self.controller is not None:
+                self.controller.resync()
+            else:
+                self._start_controller()
+        except Exception:
+            log.exception("broker %d could not resume after reconnecting to ZooKeeper", self.broker_id)
 
     async def _rejoin(self) -> None:
         try:

@@ -6,7 +6,9 @@ session-state callback is handed to the loop (`loop.call_soon_threadsafe`) befor
 calls are used, so many requests can be in flight at once (a new controller reads hundreds of znodes) and
 no thread waits on a network round trip.
 
-Watches fire once; callers re-read after each event and after a reconnect. Session states reach the
+Watches fire once; callers re-read after each event. A dropped connection that reconnects within the session
+keeps its watches (kazoo sets them again, and ZooKeeper fires those whose node changed meanwhile); an expired
+session loses them all, and its owner arms them afresh. Session states reach the
 listener as "CONNECTED", "SUSPENDED" (connection lost, session perhaps alive) and "LOST" (session expired:
 every ephemeral node and watch of it is gone; kazoo then connects a new session by itself, reported as
 "CONNECTED" again).
@@ -31,13 +33,20 @@ from kazoo.exceptions import (  # noqa: F401 - re-exported for callers
     NotEmptyError,
     SessionExpiredError,
 )
-from kazoo.protocol.states import WatchedEvent, ZnodeStat
+from kazoo.protocol.states import EventType, WatchedEvent, ZnodeStat
 
 log = logging.getLogger(__name__)
 # The chroot of `zookeeper.connect` (host:port/odradek) is created with the first paths the broker makes.
 warnings.filterwarnings("ignore", message="No chroot path exists")
 
 Watcher = Callable[[WatchedEvent], None]
+
+# Reconnect forever, 50 ms after a drop and then at most every half second. The backoff must exceed 1: kazoo
+# multiplies each jittered delay by it, and with 1 the delay shrinks toward zero over a long outage (a
+# busy loop writing thousands of log lines a second).
+CONNECTION_RETRY = {"max_tries": -1, "delay": 0.05, "backoff": 2, "max_delay": 0.5}
+# Every connection attempt is an INFO line of kazoo's; the session's states are logged by its owner.
+logging.getLogger("kazoo.client").setLevel(logging.WARNING)
 
 
 class TransactionFailed(KazooException):
@@ -57,7 +66,7 @@ class ZkClient:
         self._loop = loop
         self.connect = connect
         self._client = KazooClient(hosts=connect, timeout=session_timeout_ms / 1000.0,
-                                   connection_retry={"max_tries": -1, "delay": 0.1, "backoff": 1, "max_delay": 1},
+                                   connection_retry=CONNECTION_RETRY,
                                    command_retry={"max_tries": 0})
         self._state_listeners: list[Callable[[str], None]] = []
         # one kazoo-side wrapper per watch function, so re-arming a watch never registers it twice
@@ -126,6 +135,10 @@ class ZkClient:
         if wrapper is None:
             loop = self._loop
             def wrapper(event: WatchedEvent) -> None:  # kazoo's thread
+                if event.type == EventType.NONE:
+                    # kazoo drops every watch when a session expires and tells each with a pathless NONE
+                    # event; the member re-arms all of them when it rejoins (see ClusterMember._rejoin)
+                    return
                 try:
                     loop.call_soon_threadsafe(watch, event)
                 except RuntimeError:

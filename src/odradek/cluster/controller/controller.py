@@ -32,7 +32,7 @@ from odradek.cluster.controller.context import ControllerContext
 from odradek.cluster.controller.election import offline_election, preferred_election
 from odradek.cluster.controller.requests import ControllerChannel, RequestBatch
 from odradek.cluster.controller.state_store import ControllerMoved, PartitionStateStore
-from odradek.cluster.zk import NoNodeError, ZkClient
+from odradek.cluster.zk import ConnectionLoss, NoNodeError, SessionExpiredError, ZkClient
 from odradek.cluster.zk_layout import PartitionState
 from odradek.protocol.errors import ErrorCode
 
@@ -80,7 +80,13 @@ class Controller:
                 self._rebalance_task = asyncio.ensure_future(self._rebalance_timer())
             while self.active:
                 event = await self._queue.get()
-                await event()
+                try:
+                    await event()
+                except (ConnectionLoss, SessionExpiredError) as exc:
+                    # half done, perhaps: resync() (after a reconnect) or a new controller (after an
+                    # expiry) rebuilds everything from ZooKeeper
+                    log.warning("controller %d: an event failed, ZooKeeper unreachable (%s)", self.broker_id,
+                                type(exc).__name__)
         except ControllerMoved as exc:
             log.info("controller %d: %s; resigning", self.broker_id, exc)
         except asyncio.CancelledError:
@@ -131,6 +137,12 @@ class Controller:
         self.post(event)
         return await asyncio.wait_for(result, timeout_s)
 
+    def resync(self) -> None:
+        """After a reconnect within the session: kazoo dropped every watch with the connection, and events may
+        have failed half-way, so start over from ZooKeeper as a new controller would (under a new epoch),
+        without ever ceasing to be the controller."""
+        self.post(self._failover)
+
     # -- failover start-up -----------------------------------------------------------------------------
 
     async def _failover(self) -> None:
@@ -143,6 +155,8 @@ class Controller:
         ctx.states = snapshot.states
         for reg in ctx.brokers.values():
             self.channel.add_broker(reg)
+        for gone in self.channel.broker_ids - set(ctx.brokers):  # a resync: they left meanwhile
+            self.channel.remove_broker(gone)
         await self.zk.children(L.BROKER_IDS, self._brokers_watch)
         await self.zk.children(L.TOPICS, self._topics_watch)
         await self.zk.children(L.DELETE_TOPICS, self._deletions_watch)

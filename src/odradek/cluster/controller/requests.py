@@ -62,6 +62,10 @@ class ControllerChannel:
         self._queues[reg.broker_id] = queue
         self._senders[reg.broker_id] = asyncio.ensure_future(self._send_loop(reg.broker_id, queue))
 
+    @property
+    def broker_ids(self) -> set[int]:
+        return set(self._clients)
+
     def remove_broker(self, broker_id: int) -> None:
         client = self._clients.pop(broker_id, None)
         if client is not None:
