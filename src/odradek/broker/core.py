@@ -290,7 +290,12 @@ class Broker:
         if body is None:
             return None
         if type(body) is not dict:  # a coroutine: this request waits (registry.py)
-            return asyncio.ensure_future(self._finish(ctx, body))
+            task = asyncio.ensure_future(self._finish(ctx, body))
+            # cancelled before its first step (the broker shutting down), _finish never awaits `body`; closing
+            # it says it is dropped on purpose, instead of Python's "never awaited" warning
+            if asyncio.iscoroutine(body):
+                task.add_done_callback(lambda _, waiting=body: waiting.close())
+            return task
         return codec.encode_response(api_key, version, correlation_id, body)
 
     async def _finish(self, ctx: RequestContext, waiting: Awaitable[dict | None]) -> list | None:
