@@ -48,7 +48,7 @@ unit: venv bytecode
 	$(PY) -m pytest -q tests/unit
 
 # Side by side with peer brokers (installed on first run into bench/.peers/, never into $(VENV)).
-# `make bench BENCH_ARGS=--quick` for a ~2 minute run; the report goes to bench/results/latest.md.
+# `make bench BENCH_ARGS=--quick` for a ~4 minute run (the cluster part included); the report goes to bench/results/latest.md.
 bench: venv bytecode
 	$(PY) bench/compare.py $(BENCH_ARGS)
 

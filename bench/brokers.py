@@ -207,12 +207,21 @@ class BrokerSpec:
 
 
 class BrokerProcess:
+    """One broker configuration, started on a free port with a throwaway directory, as soon as it is made.
+    `restart()` starts it again on the same port and data after `kill()` or `signal()`; `stop()` ends it
+    for good and removes its directory."""
+
     def __init__(self, spec: BrokerSpec) -> None:
         self.spec = spec
         self.port = free_port()
         self.bootstrap = f"127.0.0.1:{self.port}"
         self.tmp = tempfile.mkdtemp(prefix=f"bench-{spec.key}-", dir=spec.data_parent)
         self.log = open(os.path.join(self.tmp, "broker.log"), "w+b")
+        self._launch()
+
+    def _launch(self) -> None:
+        """Popen the broker and wait for its first ApiVersions response (RuntimeError, stopped, if none)."""
+        spec = self.spec
         argv = spec.command(self.port, os.path.join(self.tmp, "data"))
         env = {k: v for k, v in os.environ.items()
                if k not in ("LISTENER_URL", "ADVERTISED_LISTENER_URL", "STORAGE_ENGINE", "CLUSTER_ID")}
@@ -239,6 +248,27 @@ class BrokerProcess:
         tail = self.log_tail(600).strip().replace("\n", " / ")
         self.stop()
         raise RuntimeError(f"{spec.title} {why}" + (f"; log: {tail}" if tail else ""))
+
+    def signal(self, sig: int) -> None:
+        """Send `sig` to the broker's process group and return at once."""
+        try:
+            os.killpg(self.proc.pid, sig)
+        except ProcessLookupError:
+            pass
+
+    def kill(self) -> None:
+        """SIGKILL, and wait for it to be gone; its data stays for restart()."""
+        self.signal(signal.SIGKILL)
+        self.proc.wait()
+
+    def restart(self) -> None:
+        """Start the broker again on the same port and data (after kill() or a signal it exited on)."""
+        if self.proc.poll() is None:
+            self.kill()
+        self._launch()
+
+    def exit_status(self) -> int | None:
+        return self.proc.poll()
 
     def alive(self) -> bool:
         return self.proc.poll() is None
@@ -278,6 +308,23 @@ class BrokerProcess:
             pass
         shutil.rmtree(self.tmp, ignore_errors=True)
         return self.proc.returncode
+
+
+def odradek_origin(env: dict[str, str]) -> str:
+    """Where the broker's interpreter imports odradek from with `env`, and that checkout's commit."""
+    probe = subprocess.run([sys.executable, "-c", "import odradek; print(odradek.__file__)"],
+                           env={**os.environ, **env}, cwd=tempfile.gettempdir(), capture_output=True, text=True,
+                           timeout=30)
+    if probe.returncode != 0:
+        last = (probe.stderr.strip().splitlines() or ["no output"])[-1]
+        raise SystemExit(f"the broker's interpreter cannot import odradek: {last}")
+    package = os.path.dirname(probe.stdout.strip())
+    try:
+        commit = subprocess.run(["git", "-C", package, "describe", "--always", "--dirty"], capture_output=True,
+                                text=True, timeout=10).stdout.strip()
+    except (OSError, subprocess.SubprocessError):
+        commit = ""
+    return f"{package}" + (f" ({commit})" if commit else "")
 
 
 def default_loop() -> str:

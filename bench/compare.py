@@ -1,6 +1,7 @@
 """Side-by-side benchmark: odradek against peer Kafka-compatible brokers, one after the other in one run.
 
-Usage:  .venv/bin/python bench/compare.py [--quick] [--rounds N] [--clients N] [--only KEY,KEY] [--out-dir DIR]
+Usage:  .venv/bin/python bench/compare.py [--quick] [--rounds N] [--clients N] [--only KEY,KEY]
+                                         [--odradek-src DIR] [--out-dir DIR]
 
 Starts each broker configuration on a free loopback port (odradek on disk, odradek on tmpfs, Tansu,
 noida-db; see brokers.py), runs the same confluent-kafka workloads against it (see workloads.py), stops
@@ -8,6 +9,10 @@ it, and prints markdown tables with absolute figures, each odradek configuration
 and, for throughput, the fraction of the machine's loopback TCP bandwidth. The report also goes to
 bench/results/latest.md and the raw figures to bench/results/latest.json. A broker that cannot start, or
 a workload it does not support, is shown as n/a with the reason; nothing here raises past a workload.
+
+After the brokers comes the cluster part (bench/cluster.py: three odradek brokers with replication factor 3
+against one, and failover times), with a time budget of its own; `--only` without `cluster` leaves it out.
+`--odradek-src DIR` adds a column: odradek (disk) run from another checkout's src, counted as a peer.
 
 Each throughput row is run by three client processes at once (--clients N): one Python client keeps a core
 busy with its own loop, and with it alone the 100 B rows measured the client rather than the broker. Two
@@ -31,6 +36,7 @@ import json
 import os
 import statistics
 import sys
+import tempfile
 import time
 import uuid
 
@@ -113,7 +119,7 @@ def guard(proc: brokers.BrokerProcess, run_deadline: float):
 
     def attempt(fn) -> dict | None:
         if not proc.alive():
-            return {"na": f"broker exited (status {proc.proc.returncode}) before this workload"}
+            return {"na": f"broker exited (status {proc.exit_status()}) before this workload"}
         if time.monotonic() > run_deadline:
             return {"na": "skipped: the run's time budget was used up", "skipped": True}
         try:
@@ -121,61 +127,70 @@ def guard(proc: brokers.BrokerProcess, run_deadline: float):
         except Exception as exc:  # any client or broker failure becomes an n/a cell
             out = {"na": short(exc)}
             if not proc.alive():
-                out["na"] += f" (broker exited, status {proc.proc.returncode})"
+                out["na"] += f" (broker exited, status {proc.exit_status()})"
             return out
 
     return attempt
 
 
-def run_throughput(proc: brokers.BrokerProcess, cfg: Config, attempt, skip: set[str]) -> tuple[dict, int]:
-    """Every throughput workload not in `skip` against `proc`, run by the run's client processes together:
-    in a produce row each client produces `cfg.records` records into one fresh topic, in a consume row each
-    client reads back everything the acks=1 produce just wrote (as consumers in separate groups would).
-    Returns ({workload: result}, payload bytes stored).
+def throughput_plan() -> list[tuple[int, int, str, bool]]:
+    """The throughput rows in order, as (size, partitions, acks, read back): every size, partition count and
+    acks; each acks=1 topic is read back by a consume row right after it is written."""
+    return [(size, partitions, acks, acks == "1") for size in SIZES for partitions in PARTITIONS for acks in ACKS]
+
+
+def run_throughput(proc, cfg: Config, attempt, skip: set[str], plan: list[tuple[int, int, str, bool]] | None = None,
+                   create=None) -> tuple[dict, int]:
+    """Every throughput workload of `plan` (default: throughput_plan()) not in `skip` against `proc` (a
+    brokers.BrokerProcess, or anything with its bootstrap, pid, alive() and exit_status()), run by the run's
+    client processes together: in a produce row each client produces `cfg.records` records into one fresh
+    topic, in a consume row each client reads back everything that produce row just wrote (as consumers in
+    separate groups would). `create(topic, partitions)` makes a topic (default: replication factor 1 on
+    `proc`). Returns ({workload: result}, payload bytes stored).
 
     An untimed warm-up comes first: the clients produce a fifth of a 100 B row into a topic of its own, so the
     first timed row does not also pay for a broker process and client connections that have not run yet."""
+    create = create or (lambda topic, partitions: create_topic(proc.bootstrap, topic, partitions))
     run_id = uuid.uuid4().hex[:6]
     out: dict[str, dict] = {}
     stored = 0
-    attempt(lambda: produce_untimed(cfg, proc, f"bench-{run_id}-warmup", cfg.records[SIZES[0]] // 5))
-    for size in SIZES:
-        for partitions in PARTITIONS:
-            for acks in ACKS:
-                key = tp_key("produce", size, partitions, acks)
-                if key in skip:  # its consume failed too ("nothing was produced"), so it is in skip as well
-                    continue
-                topic = f"bench-{run_id}-{size}b-p{partitions}-acks{acks}"
-                made = attempt(lambda: create_topic(proc.bootstrap, topic, partitions))
-                if made and "na" in made:
-                    r = dict(made, na=f"create topic with {partitions} partitions: {made['na']}")
-                else:
-                    r = attempt(lambda: rates(cfg.pool.run(
-                        "produce", cfg.cap_s, proc.pid, bootstrap=proc.bootstrap, topic=topic, size=size,
-                        count=cfg.records[size], acks=acks), size))
-                r.setdefault("target", cfg.records[size] * cfg.clients)
-                out[key] = r
-                stored += r.get("records", 0) * size
-                log(f"  {key}: " + (r["na"] if "na" in r else f"{r['msgs_per_s']:,.0f} msg/s"))
-                ckey = tp_key("consume", size, partitions)
-                if acks != "1" or ckey in skip:
-                    continue
+    attempt(lambda: produce_untimed(cfg, proc, f"bench-{run_id}-warmup", cfg.records[SIZES[0]] // 5, create))
+    for size, partitions, acks, read_back in plan or throughput_plan():
+        key = tp_key("produce", size, partitions, acks)
+        if key in skip:  # its consume failed too ("nothing was produced"), so it is in skip as well
+            continue
+        topic = f"bench-{run_id}-{size}b-p{partitions}-acks{acks}"
+        made = attempt(lambda: create(topic, partitions))
+        if made and "na" in made:
+            r = dict(made, na=f"create topic with {partitions} partitions: {made['na']}")
+        else:
+            r = attempt(lambda: rates(cfg.pool.run(
+                "produce", cfg.cap_s, proc.pid, bootstrap=proc.bootstrap, topic=topic, size=size,
+                count=cfg.records[size], acks=acks), size))
+        r.setdefault("target", cfg.records[size] * cfg.clients)
+        out[key] = r
+        stored += r.get("records", 0) * size
+        log(f"  {key}: " + (r["na"] if "na" in r else f"{r['msgs_per_s']:,.0f} msg/s"))
+        ckey = tp_key("consume", size, partitions)
+        if not read_back or ckey in skip:
+            continue
 
-                def read_back() -> dict:
-                    if not has_rate(r):
-                        return {"na": "nothing was produced to read"}
-                    return dict(rates(cfg.pool.run(
-                        "consume", cfg.cap_s, proc.pid, bootstrap=proc.bootstrap, topic=topic, size=size,
-                        count=r["records"], partitions=partitions), size), target=r["records"] * cfg.clients)
+        def read_back_rows() -> dict:
+            if not has_rate(r):
+                return {"na": "nothing was produced to read"}
+            return dict(rates(cfg.pool.run(
+                "consume", cfg.cap_s, proc.pid, bootstrap=proc.bootstrap, topic=topic, size=size,
+                count=r["records"], partitions=partitions), size), target=r["records"] * cfg.clients)
 
-                out[ckey] = c = attempt(read_back)
-                log(f"  {ckey}: " + (c["na"] if "na" in c else f"{c['msgs_per_s']:,.0f} msg/s"))
+        out[ckey] = c = attempt(read_back_rows)
+        log(f"  {ckey}: " + (c["na"] if "na" in c else f"{c['msgs_per_s']:,.0f} msg/s"))
     return out, stored
 
 
-def produce_untimed(cfg: Config, proc: brokers.BrokerProcess, topic: str, count: int) -> None:
-    """Load `proc` without measuring: the clients each produce `count` 100 B records into a new `topic`."""
-    create_topic(proc.bootstrap, topic, 1)
+def produce_untimed(cfg: Config, proc, topic: str, count: int, create=None) -> None:
+    """Load `proc` without measuring: the clients each produce `count` 100 B records into a new `topic`
+    (made by `create(topic, 1)`, default: replication factor 1 on `proc`)."""
+    (create or (lambda name, partitions: create_topic(proc.bootstrap, name, partitions)))(topic, 1)
     cfg.pool.run("produce", cfg.cap_s, proc.pid, bootstrap=proc.bootstrap, topic=topic, size=SIZES[0],
                  count=count, acks="1")
 
@@ -345,6 +360,35 @@ def round_issue(t: dict) -> str | None:
     return None
 
 
+def header(info: dict, cfg: Config, wall_s: float) -> list[str]:
+    """The report's title, date and machine lines."""
+    out = [f"# odradek side by side{' (--quick)' if cfg.quick else ''}\n",
+           f"- date: {info['date']}; wall time {wall_s / 60:.1f} min; load average (1 min) at start "
+           f"{info['loadavg_1m']}",
+           f"- machine: {info['nproc']} cores, {info['platform']}, Python {info['python']}"]
+    if info.get("odradek"):
+        out.append(f"- odradek imported from {info['odradek']}")
+    return out
+
+
+def cluster_module():
+    """bench/cluster.py. It imports this module as `compare`; when this file runs as __main__, that is this
+    module, not a second copy of it."""
+    sys.modules.setdefault("compare", sys.modules[__name__])
+    import cluster
+
+    return cluster
+
+
+def report(info: dict, cfg: Config, results: list[dict], loop: dict, wall_s: float, run: dict,
+           cluster_part: dict | None) -> str:
+    """render() of the brokers (only the header when none ran), then the cluster part's own section."""
+    text = render(info, cfg, results, loop, wall_s, run) if results else "\n".join(header(info, cfg, wall_s)) + "\n"
+    if cluster_part is not None:
+        text += "\n" + cluster_module().render(cluster_part)
+    return text
+
+
 def render(info: dict, cfg: Config, results: list[dict], loop: dict, wall_s: float, run: dict) -> str:
     """The markdown report. `run` is {"requested": rounds asked for, "done": rounds started, "orders":
     [broker keys in each round's order], "stopped_early": why fewer rounds were run, or None}."""
@@ -355,12 +399,8 @@ def render(info: dict, cfg: Config, results: list[dict], loop: dict, wall_s: flo
     ours = [r["key"] for r in results if not r.get("is_peer")]
     by = {r["key"]: r for r in results}
     ref_bw = loop.get("reference_bytes_per_s")
-    out = []
+    out = header(info, cfg, wall_s)
     w = out.append
-    w(f"# odradek side by side{' (--quick)' if cfg.quick else ''}\n")
-    w(f"- date: {info['date']}; wall time {wall_s / 60:.1f} min; load average (1 min) at start "
-      f"{info['loadavg_1m']}")
-    w(f"- machine: {info['nproc']} cores, {info['platform']}, Python {info['python']}")
     w(f"- client: confluent-kafka {info['confluent_kafka']} / librdkafka {info['librdkafka']}")
     bw = []
     if loop.get("iperf3") is not None:
@@ -648,7 +688,11 @@ def main() -> int:
     parser.add_argument("--clients", type=int, metavar="N", default=DEFAULT_CLIENTS,
                         help=f"client processes that run each throughput row together (default {DEFAULT_CLIENTS})")
     parser.add_argument("--only", metavar="KEYS",
-                        help="comma-separated subset of: odradek-disk, odradek-shm, odradek-asyncio, tansu, noida")
+                        help="comma-separated subset of: odradek-disk, odradek-shm, odradek-asyncio, tansu, noida, "
+                             "cluster (the cluster part, bench/cluster.py)")
+    parser.add_argument("--odradek-src", metavar="DIR", action="append", default=[],
+                        help="one more column: odradek (disk) with DIR (another checkout's src, holding odradek/) "
+                             "first on PYTHONPATH, counted as a peer; repeatable")
     parser.add_argument("--from-json", metavar="FILE",
                         help="only re-render the report from a latest.json written earlier")
     parser.add_argument("--out-dir", default=os.path.join(brokers.BENCH, "results"),
@@ -658,12 +702,20 @@ def main() -> int:
         with open(args.from_json) as fh:
             saved = json.load(fh)
         cfg = Config(saved["quick"], saved["rounds"]["requested"], saved.get("clients", 1))
-        print(render(saved["machine"], cfg, saved["brokers"], saved["loopback"], saved["wall_s"], saved["rounds"]))
+        print(report(saved["machine"], cfg, saved["brokers"], saved["loopback"], saved["wall_s"], saved["rounds"],
+                     saved.get("cluster")))
         return 0
+    sources = []
+    for src in args.odradek_src:
+        src = os.path.abspath(src)
+        if not os.path.isfile(os.path.join(src, "odradek", "__init__.py")):
+            parser.error(f"--odradek-src: no odradek/__init__.py in {src}")
+        sources.append(src)
     cfg = Config(args.quick, args.rounds, args.clients)
     t0 = time.monotonic()
     run_deadline = t0 + cfg.budget_s
     info = machine()
+    info["odradek"] = brokers.odradek_origin({})
 
     loop: dict = {}
     log("loopback bandwidth…")
@@ -683,15 +735,30 @@ def main() -> int:
 
     peers = brokers.ensure_peers(log)
     specs = brokers.specs(peers)
-    if args.only:
-        wanted = {k.strip() for k in args.only.split(",")}
+    wanted = {k.strip() for k in args.only.split(",")} if args.only else None
+    if wanted is not None:
         specs = [s for s in specs if s.key in wanted]
+    for i, src in enumerate(sources, 1):
+        env = {"PYTHONPATH": os.pathsep.join(p for p in (src, os.environ.get("PYTHONPATH")) if p)}
+        origin = brokers.odradek_origin(env)
+        commit = origin.rsplit(" (", 1)[1].rstrip(")") if origin.endswith(")") else src
+        # after the odradek configurations, before the peers
+        specs.insert(sum(not s.is_peer for s in specs), brokers.BrokerSpec(
+            f"odradek-src{i if len(sources) > 1 else ''}", f"odradek (disk) at {commit}",
+            f"as odradek (disk), odradek imported from {origin}", brokers.odradek_command, tempfile.gettempdir(),
+            is_peer=True, env=env))
     results = {spec.key: new_result(spec) for spec in specs}
     run = {"requested": cfg.rounds, "done": 0, "orders": [], "stopped_early": None}
     cfg.pool = ClientPool(cfg.clients)
     try:
         cfg.warm_up_s = warm_up(cfg)
         run_rounds(cfg, specs, results, run, t0, run_deadline)
+        # The cluster part has a time budget of its own (cluster.Settings), on top of the brokers' one.
+        cluster_part = None
+        if wanted is None or "cluster" in wanted:
+            bench_cluster = cluster_module()
+            log(f"== cluster part ({time.monotonic() - t0:.0f} s into the run)")
+            cluster_part = bench_cluster.run(cfg, bench_cluster.Settings(cfg.quick))
     finally:
         cfg.pool.close()
     results = list(results.values())
@@ -699,15 +766,15 @@ def main() -> int:
         for entry in r["throughput"].values():
             entry["median"] = median_over_rounds(entry["rounds"])
     wall = time.monotonic() - t0
-    report = render(info, cfg, results, loop, wall, run)
-    print(report)
+    text = report(info, cfg, results, loop, wall, run, cluster_part)
+    print(text)
     os.makedirs(args.out_dir, exist_ok=True)
     with open(os.path.join(args.out_dir, "latest.md"), "w") as fh:
-        fh.write(report)
+        fh.write(text)
     with open(os.path.join(args.out_dir, "latest.json"), "w") as fh:
         json.dump({"machine": info, "quick": cfg.quick, "clients": cfg.clients, "wall_s": wall, "loopback": loop,
-                   "rounds": run, "peers": {k: v for k, v in peers.items()}, "brokers": results},
-                  fh, indent=2, default=str)
+                   "rounds": run, "peers": {k: v for k, v in peers.items()}, "brokers": results,
+                   "cluster": cluster_part}, fh, indent=2, default=str)
     log(f"wrote {os.path.join(args.out_dir, 'latest.md')} and latest.json; wall time {wall:.0f} s")
     return 0
 

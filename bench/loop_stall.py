@@ -35,7 +35,6 @@ import queue
 import random
 import socket
 import struct
-import subprocess
 import sys
 import tempfile
 import time
@@ -339,23 +338,6 @@ def run_round(args: argparse.Namespace, spec: brokers.BrokerSpec, number: int) -
 # Report
 
 
-def odradek_origin(env: dict[str, str]) -> str:
-    """Where the broker's interpreter imports odradek from with `env`, and that checkout's commit."""
-    probe = subprocess.run([sys.executable, "-c", "import odradek; print(odradek.__file__)"],
-                           env={**os.environ, **env}, cwd=tempfile.gettempdir(), capture_output=True, text=True,
-                           timeout=30)
-    if probe.returncode != 0:
-        last = (probe.stderr.strip().splitlines() or ["no output"])[-1]
-        raise SystemExit(f"the broker's interpreter cannot import odradek: {last}")
-    package = os.path.dirname(probe.stdout.strip())
-    try:
-        commit = subprocess.run(["git", "-C", package, "describe", "--always", "--dirty"], capture_output=True,
-                                text=True, timeout=10).stdout.strip()
-    except (OSError, subprocess.SubprocessError):
-        commit = ""
-    return f"{package}" + (f" ({commit})" if commit else "")
-
-
 def ms(value: float | None) -> str:
     return "n/a" if value is None else f"{value:.2f}"
 
@@ -432,7 +414,7 @@ def main() -> int:
         if not os.path.isfile(os.path.join(src, "odradek", "__init__.py")):
             parser.error(f"--odradek-src: no odradek/__init__.py in {src}")
         env["PYTHONPATH"] = os.pathsep.join(p for p in (src, os.environ.get("PYTHONPATH")) if p)
-    origin = odradek_origin(env)
+    origin = brokers.odradek_origin(env)
     spec = brokers.BrokerSpec("odradek-disk", "odradek (disk)", "segment files in a temp dir, default flush policy",
                               brokers.odradek_command, tempfile.gettempdir(), env=env)
     info = machine()

@@ -107,10 +107,15 @@ class ClientLog(logging.Handler):
         return self.lines[0] + more
 
 
-def create_topic(bootstrap: str, name: str, partitions: int = 1, config: dict[str, str] | None = None) -> None:
-    """Create topic `name`; `config` holds topic-level settings (e.g. segment.bytes)."""
+def create_topic(bootstrap: str, name: str, partitions: int = 1, config: dict[str, str] | None = None,
+                 replication: int = 1, assignment: list[list[int]] | None = None) -> None:
+    """Create topic `name`; `config` holds topic-level settings (e.g. segment.bytes). `assignment` (the
+    broker ids of each partition's replicas, preferred leader first) replaces `partitions` and `replication`."""
     admin = AdminClient({"bootstrap.servers": bootstrap})
-    topic = NewTopic(name, num_partitions=partitions, replication_factor=1, config=config or {})
+    if assignment is not None:
+        topic = NewTopic(name, num_partitions=len(assignment), replica_assignment=assignment, config=config or {})
+    else:
+        topic = NewTopic(name, num_partitions=partitions, replication_factor=replication, config=config or {})
     for future in admin.create_topics([topic], operation_timeout=10).values():
         future.result(timeout=15)
 
@@ -137,10 +142,11 @@ def machine() -> dict:
 
 
 class CpuMeter:
-    """CPU seconds used from now on by a broker process (with ``broker_pid``) and by this process, the
-    client (its Python loop and librdkafka's threads): where the cores went during a timed workload."""
+    """CPU seconds used from now on by a broker process (with ``broker_pid``; a tuple of pids: their sum, e.g. a
+    cluster's brokers) and by this process, the client (its Python loop and librdkafka's threads): where the
+    cores went during a timed workload."""
 
-    def __init__(self, broker_pid: int | None) -> None:
+    def __init__(self, broker_pid: int | tuple[int, ...] | None) -> None:
         self.broker_pid = broker_pid
         self.broker0 = cpu_seconds(broker_pid) if broker_pid else None
         self.client0 = time.process_time()
@@ -154,8 +160,12 @@ class CpuMeter:
         return out
 
 
-def cpu_seconds(pid: int) -> float | None:
-    """User + system CPU time used so far by `pid` (its threads included), from /proc/PID/stat."""
+def cpu_seconds(pid: int | tuple[int, ...]) -> float | None:
+    """User + system CPU time used so far by `pid` (its threads included), from /proc/PID/stat; for a tuple
+    of pids their sum (None if one cannot be read)."""
+    if isinstance(pid, tuple):
+        each = [cpu_seconds(p) for p in pid]
+        return None if None in each else sum(each)
     try:
         with open(f"/proc/{pid}/stat") as fh:
             fields = fh.read().rsplit(")", 1)[1].split()
@@ -340,7 +350,7 @@ class ClientPool:
         for proc in self._procs:
             proc.start()
 
-    def run(self, kind: str, cap_s: float, broker_pid: int | None = None, **kwargs) -> dict:
+    def run(self, kind: str, cap_s: float, broker_pid: int | tuple[int, ...] | None = None, **kwargs) -> dict:
         """Every client runs produce() or consume() (`kind`) with `cap_s` and `kwargs`; raises
         RuntimeError if any client failed."""
         for jobs in self._jobs:
@@ -500,10 +510,12 @@ def percentile(sorted_values, q: float):
     return sorted_values[index]
 
 
-def latency(bootstrap: str, topic: str, rate: int, seconds: float, warmup_s: float, size: int = 100) -> dict:
-    """One producer (linger.ms=0, acks=all) sends `rate` records/s for `seconds`, each stamped with its
-    send time; a consumer in another process (assign(), fetch.wait.max.ms=100) records receive - send.
-    The first `warmup_s` of records are not counted. Latency figures are in milliseconds."""
+def latency(bootstrap: str, topic: str, rate: int, seconds: float, warmup_s: float, size: int = 100,
+            config: dict | None = None) -> dict:
+    """One producer (linger.ms=0, acks=all; `config` adds to or overrides its settings) sends `rate` records/s
+    for `seconds`, each stamped with its send time; a consumer in another process (assign(),
+    fetch.wait.max.ms=100) records receive - send. The first `warmup_s` of records are not counted. Latency
+    figures are in milliseconds."""
     total = int(rate * seconds)
     skip = int(rate * warmup_s)
     ctx = multiprocessing.get_context("spawn")
@@ -512,7 +524,7 @@ def latency(bootstrap: str, topic: str, rate: int, seconds: float, warmup_s: flo
                         args=(bootstrap, topic, total, skip, seconds + 20.0, ready, results))
     child.start()
     producer = Producer({"bootstrap.servers": bootstrap, "acks": "all", "linger.ms": 0,
-                         "enable.idempotence": False, "message.timeout.ms": 15_000})
+                         "enable.idempotence": False, "message.timeout.ms": 15_000, **(config or {})})
     state = {"failed": 0, "first_error": None}
 
     def on_delivery(err, _msg) -> None:
