@@ -6,7 +6,8 @@ partition leader epoch, both outside the CRC. A LogAppendTime topic also stamps 
 costs one CRC pass. Versions 0-2 carry legacy MessageSets (magic 0/1): they are up-converted to one v2
 batch first (records/legacy.py); from v3 only magic 2 is accepted (INVALID_RECORD otherwise).
 
-Only the partition's leader appends (cluster/replica_manager.py): elsewhere NOT_LEADER_OR_FOLLOWER, or
+Only the partition's leader appends (cluster/replica_manager.py): elsewhere NOT_LEADER_OR_FOLLOWER (from
+v10 with the leader this broker knows of and its endpoint: KIP-951, broker/leader_hints.py), or
 UNKNOWN_TOPIC_OR_PARTITION for a partition the cluster does not have. The leader stamps its leader epoch on
 every batch.
 
@@ -46,6 +47,7 @@ import logging
 from concurrent.futures import Future
 
 from odradek.broker.core import RequestContext, now_ms, when_durable
+from odradek.broker.leader_hints import LEADERSHIP_ERRORS, hint_leader, node_endpoints
 from odradek.broker.registry import handler
 from odradek.cluster.partition import ReplicationError, durable_and_committed
 from odradek.protocol.api_keys import ApiKey
@@ -125,8 +127,31 @@ def _produce(ctx: RequestContext, request: dict, checked: dict[tuple[str, int], 
         responses.append({"name": name, "partition_responses": partitions})
     if acks == 0:
         return None
-    return when_durable({"responses": responses, "throttle_time_ms": 0}, waits, _not_acknowledged,
+    body = when_durable({"responses": responses, "throttle_time_ms": 0}, waits, _not_acknowledged,
                         max(request["timeout_ms"], 0) / 1000.0)
+    if ctx.api_version < 10:
+        return body
+    if type(body) is dict:
+        return _with_leader_hints(ctx, body)
+    return _with_leader_hints_later(ctx, body)
+
+
+def _with_leader_hints(ctx: RequestContext, body: dict) -> dict:
+    """KIP-951 (broker/leader_hints.py): the leader of every partition refused for want of leadership."""
+    leaders: set[int] = set()
+    metadata = ctx.broker.metadata
+    for topic in body["responses"]:
+        for part in topic["partition_responses"]:
+            if part["error_code"] in LEADERSHIP_ERRORS:
+                hint_leader(metadata, part, topic["name"], part["index"], leaders)
+    if leaders:
+        body["node_endpoints"] = node_endpoints(metadata, leaders)
+    return body
+
+
+async def _with_leader_hints_later(ctx: RequestContext, waiting) -> dict:
+    # leadership may move while acks=all waits: the hint is taken when the answer is
+    return _with_leader_hints(ctx, await waiting)
 
 
 def _not_acknowledged(result: dict, exc: BaseException) -> None:

@@ -5,7 +5,8 @@ handler parks until an append to one of the requested partitions wakes it (Broke
 builds again, until `min_bytes` is met or the wait is over.
 
 Only the partition's leader answers (NOT_LEADER_OR_FOLLOWER elsewhere; with `current_leader_epoch`, v9+,
-FENCED_LEADER_EPOCH or UNKNOWN_LEADER_EPOCH when it is not the leader's). Consumers read below the high
+FENCED_LEADER_EPOCH or UNKNOWN_LEADER_EPOCH when it is not the leader's). From v12 the first two name the
+leader this broker knows of, and from v16 its endpoint (KIP-951, broker/leader_hints.py). Consumers read below the high
 watermark (read_uncommitted) or the last stable offset (read_committed). A follower (`replica_id` >= 0,
 v0-14) reads up to the log end; its fetch offset tells the leader what it holds (the high watermark and the
 ISR follow from it: cluster/replica_manager.py), and it is answered the leader's high watermark and log
@@ -39,6 +40,7 @@ import asyncio
 import time
 
 from odradek.broker.core import RequestContext
+from odradek.broker.leader_hints import LEADERSHIP_ERRORS, hint_leader, node_endpoints
 from odradek.broker.registry import handler
 from odradek.cluster.partition import ReplicationError
 from odradek.protocol.api_keys import ApiKey
@@ -82,6 +84,7 @@ def _build(ctx: RequestContext, request: dict) -> tuple[dict, int, list]:
     total = 0
     keys = []
     responses = []
+    leaders: set[int] = set()  # named in leader hints (KIP-951)
     for topic in request["topics"]:
         if version >= 13:
             t = broker.metadata.topic_by_id(topic["topic_id"])
@@ -100,7 +103,10 @@ def _build(ctx: RequestContext, request: dict) -> tuple[dict, int, list]:
             try:
                 partition = broker.replicas.leader_partition(name, index, part["current_leader_epoch"])
             except ReplicationError as exc:
-                partitions.append(_partition(index, exc.error_code))
+                refused = _partition(index, exc.error_code)
+                if version >= 12 and exc.error_code in LEADERSHIP_ERRORS:
+                    hint_leader(broker.metadata, refused, name, index, leaders)
+                partitions.append(refused)
                 continue
             plog = partition.log
             if replica_id >= 0:
@@ -130,6 +136,8 @@ def _build(ctx: RequestContext, request: dict) -> tuple[dict, int, list]:
             partitions.append(entry)
         responses.append({"topic": name if name is not None else "", "topic_id": topic["topic_id"], "partitions": partitions})
     body = {"throttle_time_ms": 0, "error_code": 0, "session_id": 0, "responses": responses}
+    if leaders and version >= 16:
+        body["node_endpoints"] = node_endpoints(broker.metadata, leaders)
     return body, total, keys
 
 
