@@ -58,6 +58,7 @@ PRODUCER_ID_BLOCK_SIZE = 1000
 CONTROLLED_SHUTDOWN_VERSION = 3
 META_PROPERTIES = "meta.properties"
 INTERNAL_TOPICS = ("__consumer_offsets", "__transaction_state")
+HANDOVER_GRACE_S = 0.25
 
 
 class ClusterMember:
@@ -489,6 +490,9 @@ class ClusterMember:
                     await asyncio.sleep(0.02)
                 log.info("controlled shutdown of broker %d done in %.0f ms", self.broker_id,
                          (time.monotonic() - started) * 1000)
+                # serve on a moment: what clients send here now is answered NOT_LEADER_OR_FOLLOWER with the
+                # new leader's address (KIP-951), which moves them faster than a closed connection would
+                await asyncio.sleep(HANDOVER_GRACE_S)
                 return
             log.info("controlled shutdown of broker %d: error %d, %d partitions remaining (attempt %d)",
                      self.broker_id, error, len(remaining), attempt + 1)
