@@ -46,6 +46,7 @@ SUITES = {
     "test_cluster_clients": ("three-broker cluster: confluent-kafka, kcat, kafka-python, Java", None),
     "test_failover": ("cluster faults: leader kill -9, controlled shutdown, controller and ZooKeeper restarts", None),
     "test_coordinator_failover": ("cluster faults: group and transaction coordinators killed", None),
+    "test_partition_errors": ("cluster partition errors: leader hints (KIP-951), leader epochs, offline partitions", None),
     "test_cluster_admin": ("cluster admin: topics, partitions, configs, elections", None),
     "test_controller_store": ("controller state writes fenced by epoch, on a real ZooKeeper", None),
     "test_zookeeper_server": ("ZooKeeper server tooling", None),
