@@ -6,12 +6,11 @@ session-state callback is handed to the loop (`loop.call_soon_threadsafe`) befor
 calls are used, so many requests can be in flight at once (a new controller reads hundreds of znodes) and
 no thread waits on a network round trip.
 
-Watches fire once; callers re-read after each event. A dropped connection that reconnects within the session
-keeps its watches (kazoo sets them again, and ZooKeeper fires those whose node changed meanwhile); an expired
-session loses them all, and its owner arms them afresh. Session states reach the
-listener as "CONNECTED", "SUSPENDED" (connection lost, session perhaps alive) and "LOST" (session expired:
-every ephemeral node and watch of it is gone; kazoo then connects a new session by itself, reported as
-"CONNECTED" again).
+Watches fire once; callers re-read after each event. kazoo forgets every watch when its connection drops, even
+when the session lives on (it tells each with a pathless NONE event, dropped here): their owners arm them
+again on reconnecting (cluster/member.py). Session states reach the listener as "CONNECTED", "SUSPENDED"
+(connection lost, session perhaps alive) and "LOST" (session expired: every ephemeral node and watch of it is
+gone; kazoo then connects a new session by itself, reported as "CONNECTED" again).
 
 Concurrency: the public methods are called on the event loop; kazoo's threads only post to it.
 """
@@ -136,8 +135,8 @@ class ZkClient:
             loop = self._loop
             def wrapper(event: WatchedEvent) -> None:  # kazoo's thread
                 if event.type == EventType.NONE:
-                    # kazoo drops every watch when a session expires and tells each with a pathless NONE
-                    # event; the member re-arms all of them when it rejoins (see ClusterMember._rejoin)
+                    # kazoo drops every watch when the connection drops or the session expires, and tells
+                    # each with a pathless NONE event; the member arms them again (ClusterMember._resume)
                     return
                 try:
                     loop.call_soon_threadsafe(watch, event)

@@ -6,11 +6,11 @@ builds again, until `min_bytes` is met or the wait is over.
 
 Only the partition's leader answers (NOT_LEADER_OR_FOLLOWER elsewhere; with `current_leader_epoch`, v9+,
 FENCED_LEADER_EPOCH or UNKNOWN_LEADER_EPOCH when it is not the leader's). From v12 the first two name the
-leader this broker knows of, and from v16 its endpoint (KIP-951, broker/leader_hints.py). Consumers read below the high
-watermark (read_uncommitted) or the last stable offset (read_committed). A follower (`replica_id` >= 0,
-v0-14) reads up to the log end; its fetch offset tells the leader what it holds (the high watermark and the
-ISR follow from it: cluster/replica_manager.py), and it is answered the leader's high watermark and log
-start, which its own follow.
+leader this broker knows of, and from v16 its endpoint (KIP-951, broker/leader_hints.py). Consumers read
+below the high watermark (read_uncommitted) or the last stable offset (read_committed). A follower
+(`replica_id` >= 0, v0-14) reads up to the log end; its fetch offset tells the leader what it holds (the
+high watermark and the ISR follow from it: cluster/replica_manager.py), and it is answered the leader's high
+watermark and log start, which its own follow.
 
 Sizes: each partition gets at most `partition_max_bytes`, the whole response at most `max_bytes` (v3+)
 and never more than the broker's `fetch.max.bytes` (4 MiB by default: it bounds the memory of responses
