@@ -121,6 +121,10 @@ BROKER_PROPERTIES: dict[str, Property] = {
         Property("controlled.shutdown.max.retries", _parse_int, 3, _at_least(0)),
         Property("controlled.shutdown.retry.backoff.ms", _parse_int, 5000, _at_least(0)),
         Property("controller.socket.timeout.ms", _parse_int, 30000, _at_least(1)),
+        # replication throttles (bytes/s) of the partitions the topic configs below name; also dynamic
+        # (/config/brokers, set by `odradek cluster reassign --throttle`)
+        Property("leader.replication.throttled.rate", _parse_int, LONG_MAX, _at_least(1)),
+        Property("follower.replication.throttled.rate", _parse_int, LONG_MAX, _at_least(1)),
         Property("auto.leader.rebalance.enable", _parse_bool, True),
         Property("leader.imbalance.check.interval.seconds", _parse_int, 300, _at_least(1)),
         Property("leader.imbalance.per.broker.percentage", _parse_int, 10, _at_least(0)),
@@ -233,7 +237,21 @@ TOPIC_CONFIGS: dict[str, Callable[[str], bool]] = {
     "preallocate": lambda v: v in ("true", "false"),
     "unclean.leader.election.enable": lambda v: v in ("true", "false"),
     "message.downconversion.enable": lambda v: v in ("true", "false"),
+    "leader.replication.throttled.replicas": lambda v: _is_throttled_replicas(v),
+    "follower.replication.throttled.replicas": lambda v: _is_throttled_replicas(v),
 }
+
+
+def _is_throttled_replicas(value: str) -> bool:
+    """Kafka's form: "*", or "PARTITION:BROKER,..." (empty: none)."""
+    value = value.replace(" ", "")
+    if value in ("", "*"):
+        return True
+    for entry in value.split(","):
+        partition, _, broker = entry.partition(":")
+        if not (partition.isdigit() and broker.isdigit()):
+            return False
+    return True
 
 
 def _is_ratio(value: str) -> bool:
@@ -297,6 +315,8 @@ TOPIC_CONFIG_TYPES: dict[str, int] = {
     "preallocate": CONFIG_TYPE_BOOLEAN,
     "unclean.leader.election.enable": CONFIG_TYPE_BOOLEAN,
     "message.downconversion.enable": CONFIG_TYPE_BOOLEAN,
+    "leader.replication.throttled.replicas": CONFIG_TYPE_LIST,
+    "follower.replication.throttled.replicas": CONFIG_TYPE_LIST,
 }  # every other topic config is a LONG
 
 

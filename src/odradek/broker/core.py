@@ -65,6 +65,10 @@ class Broker:
         self.node_id = config.node_id
         self.advertised_host = advertised_host
         self.advertised_port = advertised_port
+        # Cut off from the cluster (cluster/member.py): client connections are closed and refused, so that
+        # clients ask the other brokers, which know who leads now. The listener sets drop_connections.
+        self.fenced = False
+        self.drop_connections: Callable[[], None] = lambda: None
         data_dir.mkdir(parents=True, exist_ok=True)
         # Broker properties are fixed for the life of the process, so the topic defaults derived from them are
         # computed once; each topic's merged configs are cached until its overrides change (the produce path

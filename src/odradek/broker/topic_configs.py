@@ -2,6 +2,10 @@
 
 Both APIs compute a topic's new set of overrides differently (replace all vs. per-key operations) and then
 go through `apply_overrides`, so validation and persistence have one implementation.
+
+Broker resources (a broker id, or "" for the cluster-wide default) take the dynamic broker configs odradek
+applies at run time, the replication throttle rates (`apply_broker_configs`); any other name is refused
+with INVALID_REQUEST, as Kafka refuses configs that cannot be updated dynamically.
 """
 
 from __future__ import annotations
@@ -12,13 +16,17 @@ from odradek.config import validate_topic_config
 from odradek.protocol.errors import ErrorCode
 
 RESOURCE_TOPIC, RESOURCE_BROKER = 2, 4
+# Broker configs that may change at run time (Kafka's dynamic broker configs, the part odradek applies).
+DYNAMIC_BROKER_CONFIGS = frozenset({"leader.replication.throttled.rate", "follower.replication.throttled.rate"})
 
 
 def resource_error(ctx: RequestContext, resource: dict) -> tuple[int, str] | None:
     """Why a resource cannot be altered, or None for an existing topic."""
     kind, name = resource["resource_type"], resource["resource_name"]
     if kind == RESOURCE_BROKER:
-        return ErrorCode.INVALID_REQUEST, "Dynamic broker configs are not supported; set them at start-up"
+        if name != "" and not name.isdigit():
+            return ErrorCode.INVALID_REQUEST, f"Invalid broker id {name!r}"
+        return None
     if kind != RESOURCE_TOPIC:
         return ErrorCode.INVALID_REQUEST, f"Unsupported resource type {kind}"
     if ctx.broker.metadata.topic(name) is None:
@@ -45,3 +53,21 @@ async def apply_overrides(ctx: RequestContext, topic_name: str, overrides: dict[
 def response_entry(resource: dict, error: int, message: str | None) -> dict:
     return {"error_code": error, "error_message": message,
             "resource_type": resource["resource_type"], "resource_name": resource["resource_name"]}
+
+
+async def apply_broker_configs(ctx: RequestContext, resource_name: str, changes: dict[str, str | None],
+                               replace: bool, validate_only: bool) -> tuple[int, str | None]:
+    """Set (a value) or delete (None) dynamic configs of one broker (``resource_name`` its id, "" the
+    cluster-wide default); ``replace`` drops the ones not named (AlterConfigs)."""
+    for name, value in changes.items():
+        if name not in DYNAMIC_BROKER_CONFIGS:
+            return ErrorCode.INVALID_REQUEST, f"Config {name} cannot be updated dynamically; set it at start-up"
+        if value is not None and not (value.isdigit() and int(value) >= 1):
+            return ErrorCode.INVALID_CONFIG, f"Invalid value {value} for configuration {name}"
+    if validate_only:
+        return ErrorCode.NONE, None
+    try:
+        await ctx.broker.admin.alter_broker_configs(int(resource_name) if resource_name else None, changes, replace)
+    except AdminError as exc:
+        return exc.error_code, exc.message
+    return ErrorCode.NONE, None

@@ -19,6 +19,12 @@ our epoch yet (UNKNOWN_LEADER_EPOCH: its LeaderAndIsr is still on the way) is re
 `replica.fetch.backoff.ms`, as is a leader that cannot be reached. Our position below the leader's log
 start (OFFSET_OUT_OF_RANGE) restarts our log at the leader's start.
 
+Throttles (Kafka's replication quotas, follower side): partitions that the topic config
+`follower.replication.throttled.replicas` names for this broker ("PARTITION:BROKER,..." or "*") are fetched
+at no more than `follower.replication.throttled.rate` bytes per second, summed over every fetcher of this
+broker (`ReplicationThrottle`, a token bucket). A throttled partition asks for at most a second's worth of
+bytes per fetch and waits while the bucket is empty; the others are fetched as usual meanwhile.
+
 Not thread-safe; owned by the event loop.
 """
 
@@ -26,6 +32,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Callable
 
@@ -65,16 +72,76 @@ class FetcherSettings:
     backoff_s: float  # replica.fetch.backoff.ms / 1000
 
 
+UNLIMITED = (1 << 63) - 1  # Kafka's default throttle rate (Long.MAX_VALUE): no throttle
+
+
+def throttled_replicas_include(value: str | None, partition: int, broker_id: int) -> bool:
+    """Whether a `*.replication.throttled.replicas` value ("*" or "PARTITION:BROKER,...") names this
+    replica."""
+    if not value:
+        return False
+    value = value.replace(" ", "")
+    return value == "*" or f"{partition}:{broker_id}" in value.split(",")
+
+
+class ReplicationThrottle:
+    """The follower replication quota of this broker: a token bucket of `rate` bytes per second (at most
+    one second's worth saved up) shared by the throttled partitions of every fetcher."""
+
+    def __init__(self, broker_id: int, rate: int, topic_configs: Callable[[str], dict[str, str]]) -> None:
+        self.broker_id = broker_id
+        self.rate = rate
+        self._topic_configs = topic_configs
+        self._tokens = float(min(rate, UNLIMITED))
+        self._updated = time.monotonic()
+
+    def set_rate(self, rate: int) -> None:
+        if rate != self.rate:
+            log.info("follower replication throttle: %s", "none" if rate >= UNLIMITED else f"{rate} bytes/s")
+        self.rate = rate
+        self._tokens = min(self._tokens, float(rate))
+
+    @property
+    def active(self) -> bool:
+        return self.rate < UNLIMITED
+
+    def applies(self, topic: str, partition: int) -> bool:
+        return self.active and throttled_replicas_include(
+            self._topic_configs(topic).get("follower.replication.throttled.replicas"), partition, self.broker_id)
+
+    def _refill(self) -> None:
+        now = time.monotonic()
+        self._tokens = min(float(self.rate), self._tokens + (now - self._updated) * self.rate)
+        self._updated = now
+
+    def wait_s(self) -> float:
+        """How long throttled partitions must wait before they may be fetched (0: now)."""
+        self._refill()
+        return 0.0 if self._tokens > 0 else -self._tokens / self.rate + 0.001
+
+    def record(self, size: int) -> None:
+        """``size`` bytes of throttled partitions were fetched (the bucket may go below zero: a whole
+        batch always comes, and the debt is waited off)."""
+        self._refill()
+        self._tokens -= size
+
+    def fetch_bytes(self, wanted: int) -> int:
+        """What a throttled partition asks for per fetch: at most a second's worth."""
+        return max(1, min(wanted, self.rate))
+
+
 class ReplicaFetcher:
     """Fetches every partition this broker follows on one leader broker."""
 
     def __init__(self, leader_id: int, client: BrokerClient, settings: FetcherSettings,
-                 on_appended: Callable[["Partition"], None]) -> None:
+                 on_appended: Callable[["Partition"], None], throttle: ReplicationThrottle | None = None) -> None:
         self.leader_id = leader_id
         self.client = client
         self.settings = settings
         self._on_appended = on_appended
+        self.throttle = throttle
         self.partitions: dict[TopicPartition, FetchState] = {}
+        self.last_answer_s = 0.0  # time.monotonic() of the leader's last answer: proof it reaches us
         self._wake = asyncio.Event()
         self._task: asyncio.Task | None = None
 
@@ -113,7 +180,9 @@ class ReplicaFetcher:
                 if truncating:
                     await self._truncate(truncating)
                     continue
-                await self._fetch(ready)
+                ready = self._within_quota(ready, now)
+                if ready:
+                    await self._fetch(ready)
             except asyncio.CancelledError:
                 raise
             except BrokerUnavailable as exc:
@@ -122,6 +191,22 @@ class ReplicaFetcher:
             except Exception:
                 log.exception("fetcher from broker %d failed; retrying", self.leader_id)
                 self._delay(self.partitions.values())
+
+    def _within_quota(self, ready: dict[TopicPartition, FetchState], now: float) -> dict[TopicPartition, FetchState]:
+        """``ready`` without the throttled partitions while the throttle's bucket is empty (they wait)."""
+        throttle = self.throttle
+        if throttle is None or not throttle.active:
+            return ready
+        wait = throttle.wait_s()
+        if wait <= 0:
+            return ready
+        out = {}
+        for key, state in ready.items():
+            if throttle.applies(*key):
+                state.delayed_until = now + wait
+            else:
+                out[key] = state
+        return out
 
     def _delay(self, states) -> None:
         until = asyncio.get_running_loop().time() + self.settings.backoff_s
@@ -174,19 +259,23 @@ class ReplicaFetcher:
 
     async def _fetch(self, states: dict[TopicPartition, FetchState]) -> None:
         by_topic: dict[str, list] = {}
+        throttle = self.throttle if self.throttle is not None and self.throttle.active else None
+        throttled = {k for k in states if throttle.applies(*k)} if throttle is not None else set()
         for (topic, index), state in states.items():
             plog = state.partition.log
+            max_bytes = self.settings.partition_max_bytes
             by_topic.setdefault(topic, []).append({
                 "partition": index, "current_leader_epoch": state.leader_epoch,
                 "fetch_offset": plog.log_end_offset, "last_fetched_epoch": -1,
                 "log_start_offset": plog.log_start_offset,
-                "partition_max_bytes": self.settings.partition_max_bytes})
+                "partition_max_bytes": throttle.fetch_bytes(max_bytes) if (topic, index) in throttled else max_bytes})
         s = self.settings
         response = await self.client.request(ApiKey.FETCH, FETCH_VERSION, {
             "replica_id": s.broker_id, "max_wait_ms": s.max_wait_ms, "min_bytes": s.min_bytes,
             "max_bytes": s.response_max_bytes, "isolation_level": 0, "session_id": 0, "session_epoch": -1,
             "topics": [{"topic": t, "partitions": p} for t, p in by_topic.items()],
         }, timeout_s=s.max_wait_ms / 1000.0 + 30.0)
+        self.last_answer_s = time.monotonic()
         if response["error_code"]:
             log.warning("fetch from broker %d failed: error %d", self.leader_id, response["error_code"])
             self._delay(states.values())
@@ -199,6 +288,8 @@ class ReplicaFetcher:
                     continue
                 error = part["error_code"]
                 if error == ErrorCode.NONE:
+                    if key in throttled and part["records"]:
+                        throttle.record(len(part["records"]))
                     self._append(state, part)
                 elif error == ErrorCode.OFFSET_OUT_OF_RANGE:
                     await self._out_of_range(key, state)
@@ -274,10 +365,11 @@ class ReplicaFetcherManager:
     """The fetchers of this broker, one per leader broker it follows partitions on."""
 
     def __init__(self, settings: FetcherSettings, client_for: Callable[[int], BrokerClient | None],
-                 on_appended: Callable[["Partition"], None]) -> None:
+                 on_appended: Callable[["Partition"], None], throttle: ReplicationThrottle | None = None) -> None:
         self.settings = settings
         self._client_for = client_for
         self._on_appended = on_appended
+        self.throttle = throttle
         self.fetchers: dict[int, ReplicaFetcher] = {}
         self._following: dict[TopicPartition, int] = {}
 
@@ -292,10 +384,15 @@ class ReplicaFetcherManager:
             if client is None:
                 return False
             fetcher = self.fetchers[partition.leader_id] = ReplicaFetcher(partition.leader_id, client, self.settings,
-                                                                          self._on_appended)
+                                                                          self._on_appended, self.throttle)
         fetcher.add(partition)
         self._following[key] = partition.leader_id
         return True
+
+    @property
+    def last_answer_s(self) -> float:
+        """When a leader last answered one of our fetches (time.monotonic(); 0.0 if never)."""
+        return max((f.last_answer_s for f in self.fetchers.values()), default=0.0)
 
     def is_following(self, key: TopicPartition) -> bool:
         return key in self._following

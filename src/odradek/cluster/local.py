@@ -36,6 +36,7 @@ class LocalController:
         self.broker = broker
         self.registry = TopicRegistry(broker.data_dir)
         self.admin = self  # it decides topics alone (cluster/admin.py TopicAdmin)
+        self.dynamic_broker_configs: dict[str, str] = {}
         broker.metadata.cluster_id = self.registry.cluster_id
 
     def producer_id_manager(self) -> ProducerIdManager:
@@ -159,6 +160,36 @@ class LocalController:
             (t.name, p) for t in self.registry.all() for p in range(t.partitions)]
         return {tp: (ErrorCode.ELECTION_NOT_NEEDED if self.broker.metadata.has_partition(*tp)
                      else ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, None) for tp in wanted}
+
+    async def alter_reassignments(self, wanted: dict[tuple[str, int], list[int] | None],
+                                  timeout_ms: int) -> dict[tuple[str, int], tuple[int, str | None]]:
+        # the only possible target is this node, which holds every partition already: nothing to move
+        node = self.broker.node_id
+        out: dict[tuple[str, int], tuple[int, str | None]] = {}
+        for tp, target in wanted.items():
+            if not self.broker.metadata.has_partition(*tp):
+                out[tp] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"Unknown partition {tp[0]}-{tp[1]}"
+            elif target is None:
+                out[tp] = ErrorCode.NO_REASSIGNMENT_IN_PROGRESS, "No reassignment is in progress"
+            elif target != [node]:
+                out[tp] = ErrorCode.INVALID_REPLICA_ASSIGNMENT, f"The only broker is {node}"
+            else:
+                out[tp] = ErrorCode.NONE, None
+        return out
+
+    async def list_reassignments(self, partitions: list[tuple[str, int]] | None, timeout_ms: int
+                                 ) -> dict[tuple[str, int], tuple[list[int], list[int], list[int]]]:
+        return {}
+
+    async def alter_broker_configs(self, broker_id: int | None, changes: dict[str, str | None], replace: bool) -> None:
+        # kept, not applied: a single node follows no leader, so there is nothing to throttle
+        if replace:
+            self.dynamic_broker_configs.clear()
+        for name, value in changes.items():
+            if value is None:
+                self.dynamic_broker_configs.pop(name, None)
+            else:
+                self.dynamic_broker_configs[name] = value
 
     # -- inter-broker requests: a single node has no other controller --------------------------------------
 

@@ -17,7 +17,12 @@ What it does, in Kafka's ZooKeeper layout (zk_layout.py):
   `/latest_producer_id_block` (ZkProducerIdManager), unique across the cluster.
 - Session loss: when ZooKeeper reports the session expired, every partition this broker leads stops being
   led here (writes get NOT_LEADER_OR_FOLLOWER) and fetching stops: another broker may be leading it by
-  now. On the new session it registers again and waits for the controller's word.
+  now. On the new session it registers again and waits for the controller's word. A broker that has
+  reached neither ZooKeeper nor any other broker for a whole session timeout takes its session as expired
+  then (the server has expired it) rather than when it reconnects, which in a network partition may be much
+  later: it stops leading and closes its client connections until ZooKeeper is back (_presume_expired);
+  should the session turn out alive it registers anew, so the controller re-decides its partitions. While
+  the other brokers still reach it, ZooKeeper is away for all of them and it serves on, as Kafka does.
 - Shutdown (SIGTERM): ControlledShutdown to the controller, which moves leadership away first, so clients
   see only retriable errors; then the session is closed, which removes the registration.
 
@@ -38,12 +43,13 @@ from odradek.cluster import zk_layout as L
 from odradek.cluster.broker_client import BrokerClient, BrokerUnavailable
 from odradek.cluster.controller import Controller, ShutdownRefused
 from odradek.cluster.controller import broker_changes
-from odradek.cluster.fetcher import FetcherSettings, ReplicaFetcherManager
+from odradek.cluster.fetcher import FetcherSettings, ReplicaFetcherManager, ReplicationThrottle
 from odradek.cluster.metadata import LEADER_DURING_DELETE, BrokerInfo, PartitionInfo
 from odradek.cluster.partition import Partition
 from odradek.cluster.replica_manager import PartitionStateChange
 from odradek.cluster.topics import Topic
-from odradek.cluster.zk import BadVersionError, NodeExistsError, NoNodeError, ZkClient
+from odradek.cluster.zk import (BadVersionError, ConnectionLoss, NodeExistsError, NoNodeError, SessionExpiredError,
+                                ZkClient)
 from odradek.cluster.zk_admin import ZkAdmin
 from odradek.protocol.api_keys import ApiKey
 from odradek.protocol.errors import ErrorCode
@@ -53,6 +59,7 @@ if TYPE_CHECKING:
     from odradek.broker.core import Broker
 
 log = logging.getLogger(__name__)
+PEER_RECHECK_S = 1.0  # while ZooKeeper is away but the brokers reach us: how often to look again
 
 PRODUCER_ID_BLOCK_SIZE = 1000
 CONTROLLED_SHUTDOWN_VERSION = 3
@@ -85,13 +92,18 @@ class ClusterMember:
         self._closing = False
         self._session_lost = False
         self._suspended = False
+        # disconnected for a whole session timeout: the session is taken as expired (_presume_expired)
+        self._presumed_lost = False
+        self._expiry_timer: asyncio.TimerHandle | None = None
         replicas = broker.replicas
         replicas.isr_writer = self._write_isr
+        self.throttle = ReplicationThrottle(self.broker_id, config.int("follower.replication.throttled.rate"),
+                                            lambda topic: self._topic_configs.get(topic, {}))
         replicas.fetchers = ReplicaFetcherManager(FetcherSettings(
             self.broker_id, config.int("replica.fetch.wait.max.ms"), config.int("replica.fetch.min.bytes"),
             config.int("replica.fetch.max.bytes"), config.int("replica.fetch.response.max.bytes"),
             config.int("replica.fetch.backoff.ms") / 1000.0),
-            lambda node: self._new_client(node, "replica-fetcher"), self._follower_appended)
+            lambda node: self._new_client(node, "replica-fetcher"), self._follower_appended, self.throttle)
 
     # -- what the broker asks of its cluster ---------------------------------------------------------------
 
@@ -135,6 +147,7 @@ class ClusterMember:
         self._check_meta_properties(cluster_id)
         await self._register()
         await self._watch_config_changes()
+        await self.broker_configs_changed()
         await self._elect()
         log.info("broker %d joined cluster %s (ZooKeeper %s)", self.broker_id, cluster_id, self.connect)
 
@@ -249,8 +262,11 @@ class ClusterMember:
         if self._closing:
             return
         log.info("broker %d: ZooKeeper session %s", self.broker_id, state.lower())
+        if state != "SUSPENDED":
+            self._cancel_expiry_timer()
         if state == "LOST":
             self._session_lost = True
+            self._presumed_lost = False
             log.warning("ZooKeeper session of broker %d expired: leading nothing until the controller says so",
                         self.broker_id)
             self._drop_controller()
@@ -258,15 +274,79 @@ class ClusterMember:
         elif state == "SUSPENDED":
             # kazoo forgets every watch when the connection drops, even if the session lives on; they are
             # armed again once reconnected (_resume). The controller stays: its session, and so its
-            # election, may well outlive the drop, as in a restart of ZooKeeper.
+            # election, may well outlive the drop, as in a restart of ZooKeeper. Unless the connection is
+            # back within a session timeout (_presume_expired).
             self._suspended = True
+            if self._expiry_timer is None:
+                self._expiry_timer = asyncio.get_running_loop().call_later(self.session_timeout_ms / 1000.0,
+                                                                           self._presume_expired)
         elif state == "CONNECTED":
+            if self.broker.fenced:
+                log.info("broker %d: ZooKeeper reached again, serving clients", self.broker_id)
+                self.broker.fenced = False
             if self._session_lost:
                 self._session_lost = False
                 self._spawn(self._rejoin())
+            elif self._presumed_lost:
+                self._presumed_lost = False
+                self._spawn(self._reregister())
             elif self._suspended:
                 self._spawn(self._resume())
             self._suspended = False
+
+    def _cancel_expiry_timer(self) -> None:
+        timer, self._expiry_timer = self._expiry_timer, None
+        if timer is not None:
+            timer.cancel()
+
+    def _presume_expired(self) -> None:
+        """No ZooKeeper for a whole session timeout. If no other broker has reached us in that time either
+        (no follower fetched from us, no leader answered our fetches), we are the one cut off: the server
+        has expired our session by now and the controller has moved what we led elsewhere. Stop leading
+        now, not when a reconnect tells us so, which in a network partition may be much later: writes
+        waiting here for followers we cannot reach are answered NOT_LEADER_OR_FOLLOWER, and the broker is
+        fenced (client connections closed and refused) so that clients ask the other brokers, which know
+        the new leaders; our own Metadata would only repeat our stale view. (Giving up leadership never
+        risks data; only the controller hands it out again.)
+
+        If the brokers still reach us, ZooKeeper is away for them too and nobody can be elected in our
+        place: we serve on, as Kafka does, and look again every second."""
+        self._expiry_timer = None
+        if self._closing or not self._suspended or self._session_lost:
+            return
+        replicas = self.broker.replicas
+        heard = max(replicas.last_follower_fetch_s, replicas.fetchers.last_answer_s if replicas.fetchers else 0.0)
+        if time.monotonic() - heard < self.session_timeout_ms / 1000.0:
+            self._expiry_timer = asyncio.get_running_loop().call_later(PEER_RECHECK_S, self._presume_expired)
+            return
+        self._presumed_lost = True
+        log.warning("broker %d: neither ZooKeeper nor any broker for %d ms: its session has expired; leading "
+                    "nothing and refusing clients until ZooKeeper is back", self.broker_id, self.session_timeout_ms)
+        self.broker.fenced = True
+        self.broker.drop_connections()
+        self._drop_controller()
+        cache = self.broker.metadata
+        for topic, index in list(self.broker.replicas.partitions):
+            info = cache.partition(topic, index)
+            if info is not None and info.leader == self.broker_id:
+                cache.put_partition(topic, index, PartitionInfo(-1, info.leader_epoch, list(info.replicas),
+                                                                list(info.isr), list(info.offline), info.zk_version))
+        self.broker.replicas.relinquish_all()
+
+    async def _reregister(self) -> None:
+        """Reconnected within the session after all (ZooKeeper itself was away: a server keeps its sessions
+        over its own outage), after giving up every leadership (_presume_expired), which the controller does
+        not know. A fresh registration, a new broker epoch, makes it see us as a restarted broker: it elects
+        leaders for what we led and tells us what to lead and follow, as after an expiry."""
+        try:
+            path = L.broker_path(self.broker_id)
+            found = await self.zk.get_or_none(path)
+            if found is not None and found[1].ephemeralOwner == self.zk.session_id:
+                await self.zk.delete(path, found[1].version)
+            await self._register()
+        except Exception:
+            log.exception("broker %d could not register again after reconnecting to ZooKeeper", self.broker_id)
+        await self._resume()
 
     async def _resume(self) -> None:
         """Arm the watches again after a reconnect within the session; the controller, if this broker still
@@ -409,6 +489,19 @@ class ClusterMember:
                 self._topic_configs.pop(change[1], None)
                 configs = await self._configs_of(change[1])
                 self.topic_configs_changed(change[1], configs)
+            elif change is not None and change[0] == "brokers" and change[1] in (str(self.broker_id),
+                                                                                 L.BROKER_DEFAULT_ENTITY):
+                await self.broker_configs_changed()
+
+    async def broker_configs_changed(self) -> None:
+        """Apply the dynamic broker configs (the cluster-wide defaults, then this broker's own) that odradek
+        takes at run time: the follower replication throttle."""
+        configs: dict[str, str] = {}
+        for entity in (L.BROKER_DEFAULT_ENTITY, str(self.broker_id)):
+            found = await self.zk.get_or_none(L.broker_config_path(entity))
+            configs.update(L.decode_topic_config(found[0] if found else None))
+        rate = configs.get("follower.replication.throttled.rate")
+        self.throttle.set_rate(int(rate) if rate else self.broker.config.int("follower.replication.throttled.rate"))
 
     def _config_changes_watch(self, event) -> None:
         self._spawn(self._watch_config_changes())
@@ -425,6 +518,12 @@ class ClusterMember:
                                      L.encode_partition_state(state), partition.zk_version)
         except (BadVersionError, NoNodeError):
             log.info("%s-%d: the state changed in ZooKeeper; not changing the ISR", partition.topic, partition.index)
+            return None
+        except (ConnectionLoss, SessionExpiredError) as exc:
+            # cut off from ZooKeeper: the ISR stays as it is (the HW keeps counting the lagging members, so
+            # no acks=all write completes without them) and the change is tried again on a later tick
+            log.info("%s-%d: ZooKeeper unreachable (%s); the ISR stays %s", partition.topic, partition.index,
+                     type(exc).__name__, partition.isr)
             return None
         await self.zk.create(f"{L.ISR_CHANGES}/{L.ISR_CHANGE_PREFIX}",
                              L.encode_isr_change([(partition.topic, partition.index)]), sequence=True)

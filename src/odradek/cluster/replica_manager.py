@@ -92,6 +92,8 @@ class ReplicaManager:
         self._hw_interval_ms = hw_checkpoint_interval_ms
         self._next_hw_checkpoint_ms = 0
         self._isr_tasks: set[asyncio.Task] = set()
+        # time.monotonic() of the last replica fetch another broker sent us: proof the brokers reach us
+        self.last_follower_fetch_s = 0.0
 
     # -- what handlers ask ----------------------------------------------------------------------------
 
@@ -250,6 +252,7 @@ class ReplicaManager:
     # -- followers of partitions led here -------------------------------------------------------------
 
     def follower_fetched(self, partition: Partition, replica_id: int, fetch_offset: int) -> None:
+        self.last_follower_fetch_s = time.monotonic()
         if partition.update_follower(replica_id, fetch_offset, now_ms()):
             self._notify(partition.topic, partition.index)
         if replica_id not in partition.isr and not partition.isr_change_pending:

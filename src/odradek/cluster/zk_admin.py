@@ -10,7 +10,13 @@ internal topics (FindCoordinator) go the same way from any broker, without waiti
 taken by any broker: the overrides are written, then a change notification (`/config/changes`) every
 broker follows.
 
-Replicas are spread over the live brokers by `assign_replicas` (Kafka's rack-unaware assignment).
+Replicas are spread over the live brokers by `place_replicas`: Kafka's rack-aware assignment when every
+live broker has a `broker.rack` (no two replicas of a partition on one rack while there are racks enough),
+else its rack-unaware one.
+
+Partition reassignments (AlterPartitionReassignments, ListPartitionReassignments) are the controller's
+(controller/reassignment.py); dynamic broker configs (the replication throttle rates) go to
+`/config/brokers/ID` with a change notification, as topic configs do.
 
 Not thread-safe; owned by the event loop.
 """
@@ -22,7 +28,7 @@ import logging
 from typing import TYPE_CHECKING
 
 from odradek.cluster import zk_layout as L
-from odradek.cluster.admin import AdminError, assign_replicas, check_assignment
+from odradek.cluster.admin import AdminError, check_assignment, place_replicas
 from odradek.cluster.topics import Topic, new_topic_id
 from odradek.cluster.zk import BadVersionError, NodeExistsError
 from odradek.coordinator import internal_topics
@@ -53,6 +59,9 @@ class ZkAdmin:
     def _live_brokers(self) -> list[int]:
         return sorted(self.member.broker.metadata.brokers)
 
+    def _racks(self) -> dict[int, str | None]:
+        return {b.node_id: b.rack for b in self.member.broker.metadata.brokers.values()}
+
     # -- create -------------------------------------------------------------------------------------------
 
     async def create_topic(self, name: str, partitions: int, replication_factor: int,
@@ -64,7 +73,7 @@ class ZkAdmin:
                 check_assignment(replicas, set(brokers), replication_factor)
             placement = dict(assignments)
         else:
-            placement = assign_replicas(brokers, partitions, replication_factor)
+            placement = place_replicas(self._racks(), partitions, replication_factor)
         if await self.zk.exists(L.topic_path(name)) is not None:
             raise AdminError(ErrorCode.TOPIC_ALREADY_EXISTS, f"Topic '{name}' already exists.")
         topic = Topic(name, new_topic_id(), partitions, dict(configs))
@@ -111,7 +120,7 @@ class ZkAdmin:
 
         async def create() -> None:
             try:
-                placement = assign_replicas(self._live_brokers(), partitions, replication_factor)
+                placement = place_replicas(self._racks(), partitions, replication_factor)
                 if await self.zk.exists(L.topic_path(name)) is None:
                     await self._write_topic(Topic(name, new_topic_id(), partitions, configs), placement)
             except AdminError as exc:
@@ -145,6 +154,8 @@ class ZkAdmin:
             raise AdminError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"Topic {name} does not exist")
         data, stat = found
         assignment = L.decode_topic(data)
+        if assignment.adding or assignment.removing:
+            raise AdminError(ErrorCode.REASSIGNMENT_IN_PROGRESS, f"A partition of {name} is being reassigned")
         current = len(assignment.partitions)
         factor = len(next(iter(assignment.partitions.values()), []))
         brokers = self._live_brokers()
@@ -153,7 +164,7 @@ class ZkAdmin:
                 check_assignment(replicas, set(brokers), factor)
             added = {current + i: list(r) for i, r in enumerate(assignments)}
         else:
-            added = assign_replicas(brokers, count - current, factor, first_partition=current)
+            added = place_replicas(self._racks(), count - current, factor, first_partition=current)
         if validate_only:
             return
         assignment.partitions.update(added)
@@ -187,6 +198,44 @@ class ZkAdmin:
         elect = controller.elect_preferred if preferred else controller.elect_unclean
         errors = await controller.call(lambda: elect(list(wanted)), max(timeout_ms, 1) / 1000.0)
         return {tp: (code, None) for tp, code in errors.items()}
+
+    # -- reassignments ------------------------------------------------------------------------------------
+
+    def _active_controller(self):
+        controller = self.member.controller
+        if controller is None or not controller.active:
+            raise AdminError(ErrorCode.NOT_CONTROLLER, "This is not the correct controller for this cluster.")
+        return controller
+
+    async def alter_reassignments(self, wanted: dict[TopicPartition, list[int] | None],
+                                  timeout_ms: int) -> dict[TopicPartition, tuple[int, str | None]]:
+        controller = self._active_controller()
+        return await controller.call(lambda: controller.alter_reassignments(wanted), max(timeout_ms, 1) / 1000.0)
+
+    async def list_reassignments(self, partitions: list[TopicPartition] | None, timeout_ms: int
+                                 ) -> dict[TopicPartition, tuple[list[int], list[int], list[int]]]:
+        controller = self._active_controller()
+        return await controller.call(lambda: controller.list_reassignments(partitions), max(timeout_ms, 1) / 1000.0)
+
+    # -- dynamic broker configs -------------------------------------------------------------------------
+
+    async def alter_broker_configs(self, broker_id: int | None, changes: dict[str, str | None], replace: bool) -> None:
+        """Kafka's ZooKeeper way: the configs in /config/brokers/ID, then a change notification every
+        broker follows (each applies its own id's and the defaults)."""
+        entity = L.BROKER_DEFAULT_ENTITY if broker_id is None else str(broker_id)
+        await self.zk.ensure_path(L.BROKER_CONFIGS)
+        found = None if replace else await self.zk.get_or_none(L.broker_config_path(entity))
+        configs = L.decode_topic_config(found[0] if found else None)
+        for name, value in changes.items():
+            if value is None:
+                configs.pop(name, None)
+            else:
+                configs[name] = value
+        await self.zk.set_or_create(L.broker_config_path(entity), L.encode_topic_config(configs))
+        await self.zk.create(f"{L.CONFIG_CHANGES}/{L.CONFIG_CHANGE_PREFIX}", L.encode_config_change(entity, "brokers"),
+                             sequence=True, makepath=True)
+        if broker_id is None or broker_id == self.member.broker_id:
+            await self.member.broker_configs_changed()
 
     def close(self) -> None:
         for task in self._tasks:

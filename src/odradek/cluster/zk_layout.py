@@ -10,12 +10,14 @@ the project builds a path or parses a znode.
                                                   "rack"?, "timestamp": "MS", "features": {}}
                                                  (the znode's czxid is the broker epoch)
     /brokers/topics/TOPIC                        {"version": 3, "topic_id": BASE64, "partitions": {"0": [1, 2, 3]},
-                                                  "adding_replicas": {}, "removing_replicas": {}}
+                                                  "adding_replicas": {"0": [3]}, "removing_replicas": {"0": [1]}}
+                                                 (the last two name partitions being reassigned only)
     /brokers/topics/TOPIC/partitions/P/state     {"version": 1, "leader", "leader_epoch", "isr": [...],
                                                   "controller_epoch"}  (its znode version is the partition epoch;
                                                   version 2 adds "leader_recovery_state" when it is not 0)
     /config/topics/TOPIC                         {"version": 1, "config": {NAME: VALUE}}
-    /config/changes/config_change_SEQ            {"version": 2, "entity_path": "topics/TOPIC"}
+    /config/brokers/ID (or <default>)            {"version": 1, "config": {NAME: VALUE}}  (dynamic broker configs)
+    /config/changes/config_change_SEQ            {"version": 2, "entity_path": "topics/TOPIC" or "brokers/ID"}
     /admin/delete_topics/TOPIC                   (empty: a deletion request)
     /isr_change_notification/isr_change_SEQ      {"version": 1, "partitions": [{"topic", "partition"}]}
     /latest_producer_id_block                    {"version": 1, "broker": ID, "block_start": "N", "block_end": "M"}
@@ -36,6 +38,8 @@ CONTROLLER_EPOCH = "/controller_epoch"
 BROKER_IDS = "/brokers/ids"
 TOPICS = "/brokers/topics"
 TOPIC_CONFIGS = "/config/topics"
+BROKER_CONFIGS = "/config/brokers"
+BROKER_DEFAULT_ENTITY = "<default>"  # the entity name of the cluster-wide dynamic broker defaults
 CONFIG_CHANGES = "/config/changes"
 CONFIG_CHANGE_PREFIX = "config_change_"
 DELETE_TOPICS = "/admin/delete_topics"
@@ -82,6 +86,11 @@ def partition_state_path(topic: str, partition: int) -> str:
 
 def topic_config_path(topic: str) -> str:
     return f"{TOPIC_CONFIGS}/{topic}"
+
+
+def broker_config_path(entity: str) -> str:
+    """``entity``: a broker id, or BROKER_DEFAULT_ENTITY."""
+    return f"{BROKER_CONFIGS}/{entity}"
 
 
 def delete_topic_path(topic: str) -> str:
@@ -187,8 +196,27 @@ def decode_broker(broker_id: int, data: bytes, epoch: int = -1) -> BrokerRegistr
 
 @dataclass
 class TopicAssignment:
+    """A topic's replica assignment. While a partition is being reassigned (KIP-455) its replicas are the
+    union of the target and the original replicas (target first), ``adding`` holds the target replicas that
+    are new and ``removing`` the original ones that are going; both are empty (absent) otherwise."""
+
     topic_id: bytes
     partitions: dict[int, list[int]]  # partition -> replicas, the first being the preferred leader
+    adding: dict[int, list[int]] = field(default_factory=dict)
+    removing: dict[int, list[int]] = field(default_factory=dict)
+
+    def reassigning(self, partition: int) -> bool:
+        return bool(self.adding.get(partition) or self.removing.get(partition))
+
+    def target(self, partition: int) -> list[int]:
+        """The replicas the partition ends up with (its replicas when it is not being reassigned)."""
+        removing = self.removing.get(partition, [])
+        return [r for r in self.partitions.get(partition, []) if r not in removing]
+
+    def original(self, partition: int) -> list[int]:
+        """The replicas the partition had before its reassignment started."""
+        adding = self.adding.get(partition, [])
+        return [r for r in self.partitions.get(partition, []) if r not in adding]
 
 
 def encode_topic_id(topic_id: bytes) -> str:
@@ -205,8 +233,8 @@ def encode_topic(assignment: TopicAssignment) -> bytes:
         "version": 3,
         "topic_id": encode_topic_id(assignment.topic_id),
         "partitions": {str(p): replicas for p, replicas in sorted(assignment.partitions.items())},
-        "adding_replicas": {},
-        "removing_replicas": {},
+        "adding_replicas": {str(p): r for p, r in sorted(assignment.adding.items()) if r},
+        "removing_replicas": {str(p): r for p, r in sorted(assignment.removing.items()) if r},
     })
 
 
@@ -218,7 +246,9 @@ def decode_topic(data: bytes) -> TopicAssignment:
         value = {}
     topic_id = decode_topic_id(value["topic_id"]) if value.get("topic_id") else bytes(16)
     partitions = {int(p): [int(b) for b in replicas] for p, replicas in (value.get("partitions") or {}).items()}
-    return TopicAssignment(topic_id, partitions)
+    adding, removing = ({int(p): [int(b) for b in replicas] for p, replicas in (value.get(key) or {}).items() if replicas}
+                        for key in ("adding_replicas", "removing_replicas"))
+    return TopicAssignment(topic_id, partitions, adding, removing)
 
 
 # -- /brokers/topics/TOPIC/partitions/P/state -------------------------------------------------------------
@@ -272,8 +302,8 @@ def decode_topic_config(data: bytes | None) -> dict[str, str]:
     return {str(k): str(v) for k, v in (_load(data).get("config") or {}).items()}
 
 
-def encode_config_change(topic: str) -> bytes:
-    return _dump({"version": 2, "entity_path": f"topics/{topic}"})
+def encode_config_change(topic: str, kind: str = "topics") -> bytes:
+    return _dump({"version": 2, "entity_path": f"{kind}/{topic}"})
 
 
 def decode_config_change(data: bytes) -> tuple[str, str] | None:

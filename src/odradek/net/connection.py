@@ -81,6 +81,9 @@ class KafkaConnection(asyncio.BufferedProtocol):
     # asyncio.BufferedProtocol -----------------------------------------------------------------------
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        if getattr(self._dispatcher, "fenced", False):  # cut off from its cluster: send the client elsewhere
+            transport.close()
+            return
         self._transport = transport  # type: ignore[assignment]  # uvloop's transports are not asyncio.Transport
         sock = transport.get_extra_info("socket")
         if sock is not None and sock.family in (socket.AF_INET, socket.AF_INET6):

@@ -26,6 +26,12 @@ async def serve(broker: Broker, host: str, port: int) -> None:
         connections.add(conn)
         return conn
 
+    def drop_connections() -> None:
+        for conn in list(connections):
+            conn.close()
+        connections.clear()
+
+    broker.drop_connections = drop_connections
     server = await loop.create_server(make_connection, host, port, reuse_address=True, backlog=1024)
     stop = asyncio.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):

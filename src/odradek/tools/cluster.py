@@ -3,6 +3,8 @@
     odradek cluster run [--brokers 3] [--base-port 9092] [--host 127.0.0.1] [--data-dir ./data/cluster]
                         [--zookeeper HOST:PORT[/CHROOT]] [--set KEY=VALUE ...]
     odradek cluster describe [--bootstrap HOST:PORT] [--topic T ...] [--include-internal] [--timeout S]
+    odradek cluster reassign --bootstrap HOST:PORT --reassignment-json-file PLAN (--execute [--throttle B/S] |
+                             --verify | --cancel) | --list | --generate ...   (tools/reassign.py)
 
 `run` starts a ZooKeeper server of its own on 127.0.0.1:2181 (data in DATA_DIR/zookeeper) unless
 --zookeeper names one, then brokers 1..N (`odradek serve`, this Python) on consecutive ports from
@@ -11,9 +13,11 @@
 --zookeeper). It waits until Ctrl-C or SIGTERM, then stops the brokers (SIGTERM, all at once, SIGKILL
 after 30 s) and then ZooKeeper. A broker that exits meanwhile is reported with the end of its log.
 
-`describe` prints the brokers (the controller marked) and every partition's leader, replicas and ISR
-with a status (under-replicated: ISR smaller than the replicas; offline: no leader), from one
-DescribeCluster and one Metadata request through confluent-kafka's AdminClient. Internal topics
+`describe` prints the brokers (the controller marked, their racks, and the size of the logs each holds,
+from a DescribeLogDirs request to each) and every partition's leader, replicas and ISR with a status
+(under-replicated: ISR smaller than the replicas; offline: no leader), from one DescribeCluster and one
+Metadata request through confluent-kafka's AdminClient, and a summary counting under-replicated and
+offline partitions. Internal topics
 (__consumer_offsets, __transaction_state) are left out unless --include-internal or named with --topic.
 It exits 1 when the bootstrap broker cannot be reached within --timeout.
 """
@@ -27,7 +31,7 @@ import subprocess
 import sys
 import threading
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable, TextIO
 
@@ -64,6 +68,10 @@ def add_parser(sub: Any) -> None:
     describe.add_argument("--include-internal", action="store_true", help="also list internal topics")
     describe.add_argument("--timeout", type=float, default=DESCRIBE_TIMEOUT_S, metavar="S",
                           help="how long to wait for the cluster to answer")
+    from odradek.tools import reassign
+
+    reassign.add_arguments(actions.add_parser(
+        "reassign", help="move partitions' replicas (Kafka's reassignment JSON plans), with throttles"))
 
 
 def _positive_int(value: str) -> int:
@@ -75,6 +83,10 @@ def _positive_int(value: str) -> int:
 def run(args: argparse.Namespace) -> int:
     if args.action == "run":
         return cmd_run(args)
+    if args.action == "reassign":
+        from odradek.tools import reassign
+
+        return reassign.run(args)
     return cmd_describe(args)
 
 
@@ -124,6 +136,7 @@ class ClusterView:
     brokers: dict[int, tuple[str, int]]  # id -> advertised (host, port)
     topics: dict[str, dict[int, PartitionState]]
     topic_errors: dict[str, str]  # topics the broker answered with an error (e.g. UNKNOWN_TOPIC_OR_PART)
+    racks: dict[int, str | None] = field(default_factory=dict)  # from DescribeCluster, where it answered
 
     def partition(self, topic: str, partition: int) -> PartitionState:
         return self.topics[topic][partition]
@@ -179,7 +192,32 @@ def describe_cluster(bootstrap: str, timeout: float = DESCRIBE_TIMEOUT_S, topics
         return view
     brokers = {n.id: (n.host, n.port) for n in described.nodes}
     controller = described.controller.id if described.controller is not None else -1
-    return ClusterView(described.cluster_id or view.cluster_id, controller, brokers, view.topics, view.topic_errors)
+    return ClusterView(described.cluster_id or view.cluster_id, controller, brokers, view.topics, view.topic_errors,
+                       {n.id: n.rack for n in described.nodes})
+
+
+@dataclass(frozen=True)
+class LogDir:
+    """One log directory of a broker, as DescribeLogDirs tells it."""
+
+    path: str
+    sizes: dict[tuple[str, int], int]  # partition -> bytes
+    total_bytes: int = -1  # -1: the broker does not say (DescribeLogDirs before v4)
+    usable_bytes: int = -1
+
+    @property
+    def size(self) -> int:
+        return sum(self.sizes.values())
+
+
+def describe_log_dirs(host: str, port: int, timeout: float = DESCRIBE_TIMEOUT_S) -> list[LogDir]:
+    """One broker's log directories (DescribeLogDirs v4, every partition), through odradek's codec."""
+    from odradek.tools.reassign import DESCRIBE_LOG_DIRS, raw_request
+
+    response = raw_request(host, port, DESCRIBE_LOG_DIRS, 4, {"topics": None}, timeout)
+    return [LogDir(r["log_dir"], {(t["name"], p["partition_index"]): p["partition_size"]
+                                  for t in r["topics"] for p in t["partitions"]}, r["total_bytes"], r["usable_bytes"])
+            for r in response["results"] if not r["error_code"]]
 
 
 def cmd_describe(args: argparse.Namespace) -> int:
@@ -195,11 +233,17 @@ def cmd_describe(args: argparse.Namespace) -> int:
     console.print(f"cluster id [bold]{view.cluster_id or '-'}[/]  controller "
                   f"[bold]{view.controller_id if view.controller_id >= 0 else 'none'}[/]")
     brokers = Table(title="brokers", title_justify="left")
-    for column in ("ID", "HOST:PORT", "CONTROLLER"):
+    for column in ("ID", "HOST:PORT", "CONTROLLER", "RACK", "LOG SIZE", "LOG DIR"):
         brokers.add_column(column)
     for bid in sorted(view.brokers):
         host, port = view.brokers[bid]
-        brokers.add_row(str(bid), _address(host, port), "*" if bid == view.controller_id else "")
+        try:
+            dirs = describe_log_dirs(host, port, args.timeout)
+            size, where = _bytes(sum(d.size for d in dirs)), ",".join(d.path for d in dirs)
+        except Exception:  # noqa: BLE001 - a broker without DescribeLogDirs, or unreachable: shown as unknown
+            size, where = "-", "-"
+        brokers.add_row(str(bid), _address(host, port), "*" if bid == view.controller_id else "",
+                        view.racks.get(bid) or "-", size, where)
     console.print(brokers)
 
     wanted = args.topic or sorted(t for t in view.topics if args.include_internal or t not in INTERNAL_TOPICS)
@@ -229,6 +273,14 @@ def _console() -> Any:
     # a pipe gets rich's 80 columns, which would squeeze long topic names: give tables room instead
     width = None if sys.stdout.isatty() or "COLUMNS" in os.environ else 200
     return Console(width=width, highlight=False)
+
+
+def _bytes(n: int) -> str:
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if n < 1024 or unit == "GiB":
+            return f"{n} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1024
+    return str(n)
 
 
 def _ids(ids: tuple[int, ...]) -> str:

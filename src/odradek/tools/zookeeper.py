@@ -7,6 +7,12 @@ standalone server with this class:
         print(zk.connect_string)                      # "127.0.0.1:40123"
         zk.restart()                                  # same port, same data
 
+A three-node ensemble (a quorum, so that one server may die) is `ZooKeeperEnsemble`:
+
+    ensemble = ZooKeeperEnsemble(Path("data/zk"), size=3).start()   # all three, in parallel
+    ensemble.connect_string                         # "127.0.0.1:40123,127.0.0.1:40125,127.0.0.1:40127"
+    ensemble.servers[0].kill(); ensemble.servers[0].start()   # one member down and back
+
 `start()` writes `zoo.cfg` into the data directory (ZooKeeper's snapshots and transaction logs go to its
 `version-2/` subdirectory), starts `java ... QuorumPeerMain zoo.cfg` with its output in `zookeeper.log`
 there, and returns once the server answers the `ruok` four-letter command with `imok` and `conf` shows
@@ -31,8 +37,11 @@ import shutil
 import socket
 import subprocess
 import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
+from typing import Any, Sequence
 
 JAVA_DIR = Path("/usr/share/java")
 NARROW_JARS = ("zookeeper.jar", "zookeeper-jute.jar", "slf4j-api.jar", "slf4j-simple.jar", "netty-codec.jar")
@@ -130,8 +139,25 @@ def end_process(proc: subprocess.Popen, grace: float) -> int:
     return proc.wait()
 
 
+@dataclass(frozen=True)
+class QuorumPeer:
+    """One member of an ensemble as every member's zoo.cfg names it: `server.ID=host:peer_port:election_port`
+    and the port its clients connect to."""
+
+    server_id: int
+    host: str
+    client_port: int
+    peer_port: int
+    election_port: int
+
+    def config_line(self) -> tuple[str, str]:
+        return f"server.{self.server_id}", f"{self.host}:{self.peer_port}:{self.election_port}"
+
+
 class ZooKeeperServer:
-    """One standalone ZooKeeper server process; restartable on the same port and data directory.
+    """One ZooKeeper server process; restartable on the same port and data directory. Standalone unless
+    `quorum` names the members of an ensemble (this one is `server_id` among them, on its client port);
+    see ZooKeeperEnsemble.
 
     `tick_time_ms` is ZooKeeper's tick: sessions are checked for expiry once a tick. Clients may ask for
     any session timeout between `min_session_timeout_ms` and `max_session_timeout_ms` (1 s and 30 s by
@@ -141,8 +167,18 @@ class ZooKeeperServer:
 
     def __init__(self, data_dir: Path, host: str = "127.0.0.1", port: int = 0, tick_time_ms: int = 500,
                  min_session_timeout_ms: int = 1000, max_session_timeout_ms: int = 30000,
-                 extra_config: dict[str, str] | None = None) -> None:
+                 extra_config: dict[str, str] | None = None, server_id: int | None = None,
+                 quorum: tuple[QuorumPeer, ...] = (), command_prefix: Sequence[str] = ()) -> None:
         self.data_dir = Path(data_dir).absolute()
+        # runs the server elsewhere, e.g. `ip netns exec NS` (tests/faults/netns.py); the port must then be
+        # given, since a free one is picked here, where `host` may not even exist
+        self.command_prefix = list(command_prefix)
+        if self.command_prefix and port == 0:
+            raise ValueError("a server run under a command prefix needs an explicit port")
+        self.server_id = server_id
+        self.quorum = tuple(quorum)
+        if self.quorum and server_id not in {peer.server_id for peer in self.quorum}:
+            raise ValueError(f"server id {server_id} is not among the quorum's {[q.server_id for q in self.quorum]}")
         self.host = host
         self.port = port
         self.tick_time_ms = tick_time_ms
@@ -193,7 +229,7 @@ class ZooKeeperServer:
         self.data_dir.mkdir(parents=True, exist_ok=True)
         self._write_config()
         log_offset = self.log_path.stat().st_size if self.log_path.exists() else 0
-        cmd = ["java", *JVM_OPTIONS, f"-Dlog4j.configuration=file:{self.data_dir / LOG4J_NAME}",
+        cmd = [*self.command_prefix, "java", *JVM_OPTIONS, f"-Dlog4j.configuration=file:{self.data_dir / LOG4J_NAME}",
                "-cp", zookeeper_classpath(), MAIN_CLASS, str(self.config_path)]
         with open(self.log_path, "ab") as log:
             # a session of its own: a Ctrl-C meant for the owner (odradek cluster run) does not reach the
@@ -235,8 +271,13 @@ class ZooKeeperServer:
             "maxClientCnxns": "0",  # no per-address limit: every broker and test client comes from 127.0.0.1
             "admin.enableServer": "false",
             "4lw.commands.whitelist": "ruok,srvr,stat,conf",
-            **self.extra_config,
         }
+        if self.quorum:
+            # a member waits for a quorum before it serves; initLimit/syncLimit are in ticks
+            settings.update({"initLimit": "20", "syncLimit": "10"})
+            settings.update(peer.config_line() for peer in self.quorum)
+            (self.data_dir / "myid").write_text(f"{self.server_id}\n")
+        settings.update(self.extra_config)
         self.config_path.write_text("".join(f"{k}={v}\n" for k, v in settings.items()))
         (self.data_dir / LOG4J_NAME).write_text(LOG4J_PROPERTIES)
 
@@ -273,6 +314,81 @@ class ZooKeeperServer:
                  tb: TracebackType | None) -> None:
         self.stop()
 
+    def mode(self) -> str:
+        """What `srvr` says this server is: "standalone", "leader", "follower" ("" when it does not serve)."""
+        for line in four_letter_word(self.host, self.port, "srvr").splitlines():
+            if line.startswith("Mode: "):
+                return line[len("Mode: "):].strip()
+        return ""
+
     def __repr__(self) -> str:
         state = "running" if self.is_running() else "stopped"
         return f"ZooKeeperServer({self.connect_string}, {self.data_dir}, {state})"
+
+
+class ZooKeeperEnsemble:
+    """`size` ZooKeeperServers forming one quorum on loopback, each in `base_dir/server-ID`: what a
+    production ZooKeeper is, so a cluster can ride out the death of one server (any minority).
+
+    The ports (client, peer, election: three per server) are picked when it is built, since every member's
+    zoo.cfg names them all; a port taken before its server binds it fails `start()` (ZooKeeperError).
+    Each server is restartable alone (`servers[i].kill()`, `.start()`): a member that comes back rejoins
+    the quorum and then serves. `connect_string` lists every member, as `zookeeper.connect` takes them.
+    Not thread-safe: one owner starts and stops it.
+    """
+
+    def __init__(self, base_dir: Path, size: int = 3, host: str = "127.0.0.1", **server_options: Any) -> None:
+        if size < 1:
+            raise ValueError("an ensemble needs at least one server")
+        self.base_dir = Path(base_dir).absolute()
+        taken: set[int] = set()
+
+        def port() -> int:
+            for _ in range(100):  # the OS may hand out a port twice while none is bound yet
+                chosen = pick_free_port(host)
+                if chosen not in taken:
+                    taken.add(chosen)
+                    return chosen
+            raise ZooKeeperError("no free ports for the ensemble")
+
+        self.peers = tuple(QuorumPeer(i, host, port(), port(), port()) for i in range(1, size + 1))
+        self.servers = [ZooKeeperServer(self.base_dir / f"server-{peer.server_id}", host=host,
+                                        port=peer.client_port, server_id=peer.server_id, quorum=self.peers,
+                                        **server_options)
+                        for peer in self.peers]
+
+    @property
+    def connect_string(self) -> str:
+        """`host:port,host:port,...`: every member, for `zookeeper.connect`."""
+        return ",".join(server.connect_string for server in self.servers)
+
+    def start(self, timeout: float = 60.0) -> "ZooKeeperEnsemble":
+        """Start every member that is not running, in parallel (none serves before a quorum is up), and wait
+        until each serves; ZooKeeperError (naming each failure) if one does not."""
+        todo = [server for server in self.servers if not server.is_running()]
+        if todo:
+            with ThreadPoolExecutor(max_workers=len(todo)) as pool:
+                futures = [(server, pool.submit(server.start, timeout)) for server in todo]
+            errors = [f"{server!r}: {f.exception()}" for server, f in futures if f.exception() is not None]
+            if errors:
+                raise ZooKeeperError("\n".join(errors))
+        return self
+
+    def stop(self) -> None:
+        """Stop every member (in parallel: a member left alone would wait for the others' quorum)."""
+        with ThreadPoolExecutor(max_workers=len(self.servers)) as pool:
+            list(pool.map(lambda server: server.stop(), self.servers))
+
+    def leader(self) -> ZooKeeperServer | None:
+        """The member that leads the quorum now, if one answers so."""
+        return next((server for server in self.servers if server.is_running() and server.mode() == "leader"), None)
+
+    def __enter__(self) -> "ZooKeeperEnsemble":
+        return self.start()
+
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
+                 tb: TracebackType | None) -> None:
+        self.stop()
+
+    def __repr__(self) -> str:
+        return f"ZooKeeperEnsemble({self.connect_string}, {self.base_dir})"

@@ -4,12 +4,15 @@ The legacy, non-incremental API: a topic's overrides are REPLACED by the given s
 revert to their defaults), after every value is validated (INVALID_CONFIG). `validate_only` checks and
 changes nothing. Changes persist in the topic registry (in a cluster: ZooKeeper's `/config/topics`, with
 a change notification every broker follows) and reach the partition logs at once (retention, segment
-size, flush policy). Broker resources → INVALID_REQUEST (no dynamic broker configs).
+size, flush policy). Broker resources (an id, or "" for the cluster default) take the replication throttle
+rates only (`leader/follower.replication.throttled.rate`), replacing that broker's dynamic configs;
+anything else → INVALID_REQUEST.
 """
 
 from odradek.broker.core import RequestContext
 from odradek.broker.registry import handler
-from odradek.broker.topic_configs import apply_overrides, resource_error, response_entry
+from odradek.broker.topic_configs import RESOURCE_BROKER, apply_broker_configs, apply_overrides, resource_error, \
+    response_entry
 from odradek.protocol.api_keys import ApiKey
 
 
@@ -18,7 +21,11 @@ async def alter_configs(ctx: RequestContext, request: dict) -> dict:
     responses = []
     for resource in request["resources"]:
         problem = resource_error(ctx, resource)
-        if problem is None:
+        if problem is None and resource["resource_type"] == RESOURCE_BROKER:
+            problem = await apply_broker_configs(ctx, resource["resource_name"],
+                                                 {c["name"]: c["value"] for c in resource["configs"]}, True,
+                                                 request["validate_only"])
+        elif problem is None:
             overrides = {c["name"]: c["value"] for c in resource["configs"] if c["value"] is not None}
             problem = await apply_overrides(ctx, resource["resource_name"], overrides, request["validate_only"])
         responses.append(response_entry(resource, *problem))

@@ -3,12 +3,15 @@
 Per-key operations on a topic's overrides: SET (0), DELETE (1, back to the default), APPEND (2) and
 SUBTRACT (3) for list configs (`cleanup.policy`). The result is validated as a whole (INVALID_CONFIG) and
 applied atomically; `validate_only` changes nothing. A non-list config with APPEND/SUBTRACT or an unknown
-operation → INVALID_CONFIG / INVALID_REQUEST. Broker resources → INVALID_REQUEST.
+operation → INVALID_CONFIG / INVALID_REQUEST. Broker resources (an id, or "" for the cluster default) take
+SET and DELETE of the replication throttle rates (`leader/follower.replication.throttled.rate`) only;
+anything else → INVALID_REQUEST.
 """
 
 from odradek.broker.core import RequestContext
 from odradek.broker.registry import handler
-from odradek.broker.topic_configs import apply_overrides, resource_error, response_entry
+from odradek.broker.topic_configs import RESOURCE_BROKER, apply_broker_configs, apply_overrides, resource_error, \
+    response_entry
 from odradek.config import CONFIG_TYPE_LIST, topic_config_type
 from odradek.protocol.api_keys import ApiKey
 from odradek.protocol.errors import ErrorCode
@@ -21,7 +24,9 @@ async def incremental_alter_configs(ctx: RequestContext, request: dict) -> dict:
     responses = []
     for resource in request["resources"]:
         problem = resource_error(ctx, resource)
-        if problem is None:
+        if problem is None and resource["resource_type"] == RESOURCE_BROKER:
+            problem = await _alter_broker(ctx, resource, request["validate_only"])
+        elif problem is None:
             problem = await _alter(ctx, resource, request["validate_only"])
         responses.append(response_entry(resource, *problem))
     return {"throttle_time_ms": 0, "responses": responses}
@@ -50,3 +55,12 @@ async def _alter(ctx: RequestContext, resource: dict, validate_only: bool) -> tu
         else:
             return ErrorCode.INVALID_REQUEST, f"Unknown config operation {op}"
     return await apply_overrides(ctx, topic.name, overrides, validate_only)
+
+
+async def _alter_broker(ctx: RequestContext, resource: dict, validate_only: bool) -> tuple[int, str | None]:
+    changes: dict[str, str | None] = {}
+    for change in resource["configs"]:
+        if change["config_operation"] not in (SET, DELETE):
+            return ErrorCode.INVALID_REQUEST, f"Only SET and DELETE apply to {change['name']}"
+        changes[change["name"]] = change["value"] if change["config_operation"] == SET else None
+    return await apply_broker_configs(ctx, resource["resource_name"], changes, False, validate_only)

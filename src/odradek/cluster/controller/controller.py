@@ -7,7 +7,8 @@ event reads what it needs from ZooKeeper, decides (election.py), writes the deci
 epoch-fenced `PartitionStateStore`, and then tells the brokers in one `RequestBatch`. A watch fires once,
 so each handler re-arms its watch as it reads.
 
-Broker changes (broker_changes.py) and topic changes (topic_changes.py) are handled in modules of their own;
+Broker changes (broker_changes.py), topic changes (topic_changes.py) and partition reassignments
+(reassignment.py) are handled in modules of their own;
 this one holds the queue, the failover start-up, the shared "elect and write" step, ISR change
 notifications and preferred-leader elections.
 
@@ -27,7 +28,7 @@ import time
 from typing import TYPE_CHECKING, Awaitable, Callable
 
 from odradek.cluster import zk_layout as L
-from odradek.cluster.controller import broker_changes, topic_changes
+from odradek.cluster.controller import broker_changes, reassignment, topic_changes
 from odradek.cluster.controller.context import ControllerContext
 from odradek.cluster.controller.election import offline_election, preferred_election
 from odradek.cluster.controller.requests import ControllerChannel, RequestBatch
@@ -184,6 +185,7 @@ class Controller:
         self.post(lambda: topic_changes.on_topics_changed(self))
         self.post(lambda: topic_changes.on_deletions(self))
         await self._drain_isr_notifications()
+        self.post(lambda: reassignment.resume(self))
 
     # -- watches (they post events) ---------------------------------------------------------------------
 
@@ -330,6 +332,8 @@ class Controller:
         batch = self.batch()
         batch.add_update_metadata(ctx.live, known)
         batch.send(self.channel)
+        # an adding replica that joined the ISR may be the last one a reassignment waited for
+        await reassignment.check(self, [tp for tp in known if ctx.topics[tp[0]].reassigning(tp[1])])
 
     # -- preferred leaders --------------------------------------------------------------------------------
 
@@ -384,6 +388,16 @@ class Controller:
         for tp in offline:
             errors[tp] = ErrorCode.NONE if ctx.states[tp].leader in ctx.brokers else ErrorCode.ELIGIBLE_LEADERS_NOT_AVAILABLE
         return errors
+
+    # -- reassignments (reassignment.py) ---------------------------------------------------------------
+
+    async def alter_reassignments(self, wanted: dict[TopicPartition, list[int] | None]
+                                  ) -> dict[TopicPartition, tuple[int, str | None]]:
+        return await reassignment.alter(self, wanted)
+
+    async def list_reassignments(self, partitions: list[TopicPartition] | None
+                                 ) -> dict[TopicPartition, tuple[list[int], list[int], list[int]]]:
+        return reassignment.ongoing(self, partitions)
 
     async def _rebalance_timer(self) -> None:
         interval = self.config.int("leader.imbalance.check.interval.seconds")

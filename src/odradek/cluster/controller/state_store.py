@@ -101,6 +101,15 @@ class PartitionStateStore:
             return None
         return state.copy(zk_version=state.zk_version + 1)
 
+    async def write_assignment(self, topic: str, assignment: L.TopicAssignment) -> None:
+        """Write a topic's replica assignment (a reassignment's steps) under the epoch fence; raises
+        ControllerMoved, or NoNodeError when the topic is gone."""
+        path = L.topic_path(topic)
+        data = L.encode_topic(assignment)
+        failed = await self._fenced(lambda txn: txn.set_data(path, data))
+        if failed is not None:
+            raise NoNodeError(path)
+
     async def _create_fenced(self, path: str) -> bool:
         """Create an empty znode under the epoch fence (a stale controller must not recreate the parents of
         a deleted topic); True when it exists afterwards, False when its parent does not."""
