@@ -12,7 +12,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
-from typing import Iterable, Iterator
+from typing import Iterable, Iterator, Protocol, Sequence
 
 import pytest
 
@@ -26,24 +26,40 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
+class Placement(Protocol):
+    """Where a process runs: the address it listens on (and advertises) and the command prefix that puts it
+    there (`ip netns exec NS` for a host of its own, tests/faults/netns.py; nothing for loopback)."""
+
+    address: str
+    command_prefix: Sequence[str]
+
+
 class BrokerProcess:
-    """One `odradek serve` process; restartable on the same port and data directory."""
+    """One `odradek serve` process; restartable on the same port and data directory.
+
+    It listens on (and so advertises) `host`, loopback unless given; `command_prefix` runs it elsewhere,
+    e.g. inside a network namespace. The port is picked free on loopback here, which is also free in a
+    fresh namespace.
+    """
 
     def __init__(self, data_dir: Path, settings: dict[str, str] | None = None, port: int | None = None,
-                 args: Iterable[str] = ()) -> None:
+                 args: Iterable[str] = (), host: str = "127.0.0.1", command_prefix: Sequence[str] = ()) -> None:
         self.data_dir = data_dir
         self.settings = dict(settings or {})
         self.args = list(args)  # more `odradek serve` options
+        self.host = host
+        self.command_prefix = list(command_prefix)
         self.port = port or free_port()
         self.proc: subprocess.Popen[str] | None = None
         self.log_path = data_dir.parent / f"broker-{self.port}.log"
 
     @property
     def bootstrap(self) -> str:
-        return f"127.0.0.1:{self.port}"
+        return f"{self.host}:{self.port}"
 
     def start(self) -> "BrokerProcess":
-        cmd = [sys.executable, "-m", "odradek", "serve", "--listen", self.bootstrap, "--data-dir", str(self.data_dir)]
+        cmd = [*self.command_prefix, sys.executable, "-m", "odradek", "serve", "--listen", self.bootstrap,
+               "--data-dir", str(self.data_dir)]
         for key, value in self.settings.items():
             cmd += ["--set", f"{key}={value}"]
         cmd += self.args

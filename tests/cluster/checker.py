@@ -1,13 +1,21 @@
-"""What the fault tests check after breaking brokers: a ledger of acknowledged writes, and what a read of the
-partitions afterwards must hold.
+"""What the fault tests check after breaking brokers: what the clients were told and saw, against what the
+partitions hold afterwards.
 
-Producers record every acknowledged write (partition, offset, value) in an `AckLedger`; afterwards every
-partition is read from its start (`read_partitions`), and `check_history` reports:
+Producers record every acknowledged write (topic, partition, offset, key, value) in an `AckLedger`;
+consumers (`ConsumerRecorder`, a consumer group member on a thread) record every (partition, offset, value)
+they were given; a transactional producer (`TransactionalLoadProducer`) also records the values of the
+transactions it aborted. Afterwards every partition is read from its start (`read_partitions`), and
+`check_history` gives one `History` report (`ok`, and a `__str__` naming each anomaly) of:
 
 - lost: acknowledged records missing from the read (at their acknowledged offset, or at all);
 - duplicated: a value read more than once (with idempotent producers a retry must never be written twice);
 - reordered: per partition, values whose sequence number goes down (a producer sends each partition's
-  values in increasing order).
+  values in increasing order);
+- dirty: records a consumer was given that were never acknowledged and are not in the log afterwards (read
+  above the high watermark and truncated, or an aborted or never-committed transaction's records that a
+  read_committed consumer returned), and any aborted value returned at all;
+- unconsumed: acknowledged records a consumer group never returned (when it was meant to read everything);
+- producer and consumer errors: the delivery errors and non-retriable consumer errors the clients reported.
 
 Values are ``<prefix>-<n>``; n increases per producer and partition. Everything is bounded in time.
 """
@@ -17,47 +25,113 @@ from __future__ import annotations
 import threading
 import time
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Callable, Iterable, NamedTuple
 
-from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
+from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
+
+Record = tuple[int, int, bytes]  # (partition, offset, value)
+
+# Consumer errors a client rides out by itself (leaders moving, coordinators moving, brokers restarting):
+# not failures of the cluster as an application sees them.
+TRANSIENT_CONSUMER_ERRORS = frozenset({
+    KafkaError._PARTITION_EOF, KafkaError._TRANSPORT, KafkaError._ALL_BROKERS_DOWN, KafkaError._RESOLVE,
+    KafkaError._TIMED_OUT, KafkaError.REQUEST_TIMED_OUT, KafkaError.NOT_COORDINATOR,
+    KafkaError.COORDINATOR_NOT_AVAILABLE, KafkaError.COORDINATOR_LOAD_IN_PROGRESS,
+    KafkaError.NOT_LEADER_FOR_PARTITION, KafkaError.LEADER_NOT_AVAILABLE, KafkaError.UNKNOWN_TOPIC_OR_PART,
+    KafkaError.REBALANCE_IN_PROGRESS, KafkaError.FENCED_LEADER_EPOCH, KafkaError.UNKNOWN_LEADER_EPOCH,
+    KafkaError.NOT_ENOUGH_REPLICAS, KafkaError.OFFSET_NOT_AVAILABLE, KafkaError._NO_OFFSET,
+    KafkaError.ILLEGAL_GENERATION, KafkaError.UNKNOWN_MEMBER_ID, KafkaError._ASSIGN_PARTITIONS,
+    KafkaError._REVOKE_PARTITIONS,
+})
+
+
+def _limited(items: list, n: int = 5) -> str:
+    return f"{len(items)} {items[:n]}" if items else "0"
 
 
 @dataclass
 class History:
-    lost: list[tuple[int, int, bytes]] = field(default_factory=list)
+    """The one report of a fault test: `ok` when every list is empty; `str()` names what is not."""
+
+    lost: list[Record] = field(default_factory=list)
     duplicated: list[bytes] = field(default_factory=list)
     reordered: list[tuple[int, bytes, bytes]] = field(default_factory=list)
+    dirty: list[Record] = field(default_factory=list)
+    unconsumed: list[Record] = field(default_factory=list)
+    producer_errors: list[str] = field(default_factory=list)
+    consumer_errors: list[str] = field(default_factory=list)
+    acked: int = 0
+    read: int = 0
+    consumed: int = 0
 
     @property
     def ok(self) -> bool:
-        return not (self.lost or self.duplicated or self.reordered)
+        return not (self.lost or self.duplicated or self.reordered or self.dirty or self.unconsumed
+                    or self.producer_errors or self.consumer_errors)
 
     def __str__(self) -> str:
-        return (f"lost {len(self.lost)} {self.lost[:5]}, duplicated {len(self.duplicated)} {self.duplicated[:5]}, "
-                f"reordered {len(self.reordered)} {self.reordered[:5]}")
+        counts = f"{self.acked} acknowledged, {self.read} read afterwards, {self.consumed} consumed"
+        anomalies = [(name, getattr(self, name)) for name in ("lost", "duplicated", "reordered", "dirty",
+                                                               "unconsumed", "producer_errors", "consumer_errors")]
+        found = [f"{name.replace('_', ' ')} {_limited(items)}" for name, items in anomalies if items]
+        return f"{counts}: " + ("clean" if not found else "; ".join(found))
+
+
+Report = History  # the name the fault tests use
+
+
+class Ack(NamedTuple):
+    topic: str
+    partition: int
+    offset: int
+    key: bytes | None
+    value: bytes
 
 
 class AckLedger:
-    """Thread-safe record of acknowledged (partition, offset, value) and of delivery errors, with the
-    time of each acknowledgement (for unavailability windows)."""
+    """Thread-safe record of acknowledged writes and of delivery errors, with the time of each
+    acknowledgement (for unavailability windows). `acked` holds (partition, offset, value) of every
+    acknowledgement (what check_history takes); `writes` the same with topic and key."""
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
-        self.acked: list[tuple[int, int, bytes]] = []
+        self.acked: list[Record] = []
+        self.writes: list[Ack] = []
         self.ack_times: list[tuple[float, int]] = []
         self.errors: list[str] = []
+        self.error_codes: list[int] = []
 
     def delivery(self, err: Any, msg: Any) -> None:
         with self._lock:
             if err is not None:
                 self.errors.append(str(err))
+                self.error_codes.append(err.code())
             else:
-                self.acked.append((msg.partition(), msg.offset(), bytes(msg.value())))
-                self.ack_times.append((time.monotonic(), msg.partition()))
+                self._ack(msg.topic(), msg.partition(), msg.offset(), msg.key(), bytes(msg.value()))
+
+    def _ack(self, topic: str, partition: int, offset: int, key: bytes | None, value: bytes) -> None:
+        self.acked.append((partition, offset, value))
+        self.writes.append(Ack(topic, partition, offset, None if key is None else bytes(key), value))
+        self.ack_times.append((time.monotonic(), partition))
+
+    def add(self, acks: Iterable[Ack]) -> None:
+        """Record writes acknowledged as a whole later than their delivery (a committed transaction)."""
+        with self._lock:
+            for ack in acks:
+                self._ack(*ack)
+
+    def error(self, message: str, code: int = KafkaError.UNKNOWN) -> None:
+        with self._lock:
+            self.errors.append(message)
+            self.error_codes.append(code)
 
     def count(self) -> int:
         with self._lock:
             return len(self.acked)
+
+    def snapshot(self) -> list[Record]:
+        with self._lock:
+            return list(self.acked)
 
     def longest_gap_after(self, since: float) -> float:
         """The longest time without any acknowledgement from ``since`` on (monotonic seconds)."""
@@ -71,8 +145,19 @@ def sequence(value: bytes) -> int:
     return int(value.rsplit(b"-", 1)[1])
 
 
-def check_history(acked: list[tuple[int, int, bytes]], read: dict[int, list[tuple[int, bytes]]]) -> History:
-    history = History()
+def check_history(acked: list[Record], read: dict[int, list[tuple[int, bytes]]],
+                  consumed: list[Record] | None = None, *, aborted: Iterable[bytes] = (),
+                  expect_all_consumed: bool = False, producer_errors: Iterable[str] = (),
+                  consumer_errors: Iterable[str] = ()) -> History:
+    """Compare what producers were told (`acked`) and consumers given (`consumed`) with the final `read` of
+    every partition (from its start, by a consumer of the isolation level the consumers had).
+
+    `aborted`: values of transactions the producer aborted, which no read_committed read may return.
+    `expect_all_consumed`: the consumers were meant to read every acknowledged record (a group that ran to
+    the end). The errors the clients reported are carried into the report as they are."""
+    history = History(producer_errors=list(producer_errors), consumer_errors=list(consumer_errors),
+                      acked=len(acked), read=sum(len(r) for r in read.values()),
+                      consumed=len(consumed or []))
     position = {(p, o): v for p, records in read.items() for o, v in records}
     seen: dict[bytes, int] = {}
     for records in read.values():
@@ -90,17 +175,32 @@ def check_history(acked: list[tuple[int, int, bytes]], read: dict[int, list[tupl
             if previous is not None and sequence(value) < previous[0]:
                 history.reordered.append((p, previous[1], value))
             last[prefix] = (sequence(value), value)
+    acked_values = {v for _, _, v in acked}
+    aborted_values = set(aborted)
+    dirty: set[Record] = set()
+    for p, o, v in consumed or []:
+        if v in aborted_values or (v not in acked_values and position.get((p, o)) != v):
+            dirty.add((p, o, v))
+    for (p, o), v in position.items():
+        if v in aborted_values:
+            dirty.add((p, o, v))
+    history.dirty = sorted(dirty)
+    if expect_all_consumed:
+        consumed_values = {v for _, _, v in consumed or []}
+        history.unconsumed = sorted(r for r in acked if r[2] not in consumed_values)
     return history
 
 
 class LoadProducer:
     """An idempotent acks=all confluent-kafka producer writing ``<prefix>-<n>`` values round-robin over the
-    partitions from a thread, every ``interval_s``, until stopped or ``max_records`` sent."""
+    partitions (or over ``partition_ids`` only) from a thread, every ``interval_s``, until stopped or
+    ``max_records`` sent. ``config`` overrides the producer's (e.g. acks=1 without idempotence)."""
 
     def __init__(self, bootstrap: str, topic: str, partitions: int, prefix: str = "v", interval_s: float = 0.005,
-                 max_records: int = 20_000, **config: Any) -> None:
+                 max_records: int = 20_000, partition_ids: list[int] | None = None, **config: Any) -> None:
         self.topic = topic
         self.partitions = partitions
+        self.partition_ids = list(partition_ids) if partition_ids is not None else list(range(partitions))
         self.prefix = prefix
         self.interval_s = interval_s
         self.max_records = max_records
@@ -118,9 +218,9 @@ class LoadProducer:
 
     def _run(self) -> None:
         while not self._stop.is_set() and self.sent < self.max_records:
-            partition = self.sent % self.partitions
-            self._producer.produce(self.topic, value=f"{self.prefix}-{self.sent}".encode(), partition=partition,
-                                   on_delivery=self.ledger.delivery)
+            partition = self.partition_ids[self.sent % len(self.partition_ids)]
+            self._producer.produce(self.topic, key=self.prefix.encode(), value=f"{self.prefix}-{self.sent}".encode(),
+                                   partition=partition, on_delivery=self.ledger.delivery)
             self.sent += 1
             self._producer.poll(0)
             time.sleep(self.interval_s)
@@ -141,6 +241,205 @@ class LoadProducer:
         remaining = self._producer.flush(flush_timeout)
         assert remaining == 0, f"{remaining} writes neither acknowledged nor failed after {flush_timeout}s"
         return self.ledger
+
+
+class TransactionalLoadProducer:
+    """A transactional confluent-kafka producer writing ``<prefix>-<n>`` values round-robin over the
+    partitions, `per_transaction` at a time, committing each transaction except every `abort_every`-th,
+    which it aborts, until stopped or `max_records` sent.
+
+    Only a commit acknowledges: the records of a committed transaction go into `ledger` (at the offsets their
+    deliveries reported) when commit_transaction returns; those of an aborted one into `aborted`, which no
+    read_committed read may ever return. A transaction whose outcome the client could not learn (a commit
+    that failed fatally) goes into `uncertain`, and its error into `ledger.errors`."""
+
+    def __init__(self, bootstrap: str, topic: str, partitions: int, transactional_id: str, prefix: str = "t",
+                 per_transaction: int = 10, abort_every: int = 3, interval_s: float = 0.005,
+                 max_records: int = 20_000, **config: Any) -> None:
+        self.topic = topic
+        self.partitions = partitions
+        self.prefix = prefix
+        self.per_transaction = per_transaction
+        self.abort_every = abort_every
+        self.interval_s = interval_s
+        self.max_records = max_records
+        self.ledger = AckLedger()
+        self.aborted: list[bytes] = []
+        self.uncertain: list[bytes] = []
+        self.transactions = 0
+        self.sent = 0
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        self._producer = Producer({"bootstrap.servers": bootstrap, "transactional.id": transactional_id,
+                                   "acks": "all", "linger.ms": 2, "message.timeout.ms": 60_000,
+                                   "transaction.timeout.ms": 60_000, "broker.address.family": "v4",
+                                   "retry.backoff.ms": 50, **config})
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def start(self, init_timeout: float = 60.0) -> "TransactionalLoadProducer":
+        self._producer.init_transactions(init_timeout)
+        self._thread.start()
+        return self
+
+    def _run(self) -> None:
+        try:
+            while not self._stop.is_set() and self.sent < self.max_records:
+                self._one_transaction()
+        except KafkaException as exc:  # fatal: the producer is unusable (recorded, the thread ends)
+            self.ledger.error(f"fatal: {exc.args[0]}", exc.args[0].code())
+
+    def _one_transaction(self) -> None:
+        delivered: list[Ack] = []
+        values: list[bytes] = []
+        failed: list[str] = []
+
+        def on_delivery(err: Any, msg: Any) -> None:
+            if err is not None:
+                failed.append(str(err))
+            else:
+                delivered.append(Ack(msg.topic(), msg.partition(), msg.offset(), msg.key(), bytes(msg.value())))
+
+        self._producer.begin_transaction()
+        self.transactions += 1
+        abort = self.abort_every > 0 and self.transactions % self.abort_every == 0
+        for _ in range(self.per_transaction):
+            value = f"{self.prefix}-{self.sent}".encode()
+            self._producer.produce(self.topic, key=self.prefix.encode(), value=value,
+                                   partition=self.sent % self.partitions, on_delivery=on_delivery)
+            values.append(value)
+            self.sent += 1
+            self._producer.poll(0)
+            time.sleep(self.interval_s)
+        if not abort:
+            try:
+                self._commit()
+                self._producer.poll(0)
+                for error in failed:  # a committed transaction delivered every record, or this is wrong
+                    self.ledger.error(f"delivery failed in a committed transaction: {error}")
+                self.ledger.add(delivered)
+                return
+            except KafkaException as exc:
+                error = exc.args[0]
+                if not error.txn_requires_abort():
+                    with self._lock:
+                        self.uncertain.extend(values)
+                    raise
+                self.ledger.error(f"transaction aborted: {error}", error.code())
+        self._abort()
+        with self._lock:
+            self.aborted.extend(values)
+
+    def _commit(self) -> None:
+        self._retrying(self._producer.commit_transaction)
+
+    def _abort(self) -> None:
+        self._retrying(self._producer.abort_transaction)
+
+    @staticmethod
+    def _retrying(end_transaction: Callable[[float], None], timeout: float = 60.0) -> None:
+        """Commit or abort, again after each retriable error until `timeout`."""
+        deadline = time.monotonic() + timeout
+        while True:
+            try:
+                end_transaction(max(1.0, deadline - time.monotonic()))
+                return
+            except KafkaException as exc:
+                if not exc.args[0].retriable() or time.monotonic() >= deadline:
+                    raise
+
+    def wait_committed(self, count: int, timeout: float = 30.0) -> None:
+        wait_for(lambda: self.ledger.count() >= count, timeout,
+                 lambda: f"only {self.ledger.count()} of {count} transactional writes committed "
+                         f"(errors: {self.ledger.errors[:3]})")
+
+    def stop(self, timeout: float = 90.0) -> AckLedger:
+        """Finish the current transaction and stop; the ledger of committed writes."""
+        self._stop.set()
+        self._thread.join(timeout)
+        assert not self._thread.is_alive(), f"the transactional producer did not finish in {timeout}s"
+        self._producer.flush(10)
+        return self.ledger
+
+
+class ConsumerRecorder:
+    """A consumer group member on a thread, recording every (partition, offset, value) its consumer returns
+    and every error it reports, for at most `max_seconds`: what an application reading during the faults
+    was given (read_committed by default, so the dirty-read check applies)."""
+
+    def __init__(self, bootstrap: str, topics: list[str], group: str, isolation: str = "read_committed",
+                 max_seconds: float = 150.0, **config: Any) -> None:
+        self.topics = topics
+        self.max_seconds = max_seconds
+        self._lock = threading.Lock()
+        self.records: list[tuple[str, int, int, bytes]] = []
+        self.errors: list[KafkaError] = []
+        self._stop = threading.Event()
+        self._consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": group, "isolation.level": isolation,
+                                   "auto.offset.reset": "earliest", "enable.auto.commit": True,
+                                   "auto.commit.interval.ms": 500, "session.timeout.ms": 10_000,
+                                   "broker.address.family": "v4", "error_cb": self._on_error, **config})
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def _on_error(self, error: KafkaError) -> None:
+        with self._lock:
+            self.errors.append(error)
+
+    def start(self) -> "ConsumerRecorder":
+        self._consumer.subscribe(self.topics)
+        self._thread.start()
+        return self
+
+    def _run(self) -> None:
+        deadline = time.monotonic() + self.max_seconds
+        try:
+            while not self._stop.is_set() and time.monotonic() < deadline:
+                msg = self._consumer.poll(0.2)
+                if msg is None:
+                    continue
+                if msg.error():
+                    self._on_error(msg.error())
+                    continue
+                with self._lock:
+                    self.records.append((msg.topic(), msg.partition(), msg.offset(), bytes(msg.value())))
+        finally:
+            self._consumer.close()
+
+    def consumed(self, topic: str | None = None) -> list[Record]:
+        """(partition, offset, value) of what it returned (of one topic, or of its only one)."""
+        topic = topic or self.topics[0]
+        with self._lock:
+            return [(p, o, v) for t, p, o, v in self.records if t == topic]
+
+    def values(self, topic: str | None = None) -> set[bytes]:
+        return {v for _, _, v in self.consumed(topic)}
+
+    def non_retriable_errors(self) -> list[str]:
+        """The errors an application would have to act on: not the transient ones a client rides out."""
+        with self._lock:
+            return [str(e) for e in self.errors
+                    if e.fatal() or not (e.retriable() or e.code() in TRANSIENT_CONSUMER_ERRORS)]
+
+    def wait_for(self, values: Iterable[bytes], timeout: float = 60.0, topic: str | None = None) -> None:
+        """Until it has returned every one of `values` (AssertionError naming some missing at the deadline)."""
+        wanted = set(values)
+        wait_for(lambda: wanted <= self.values(topic), timeout,
+                 lambda: f"the consumer group still misses {len(wanted - self.values(topic))} records, e.g. "
+                         f"{sorted(wanted - self.values(topic))[:5]}")
+
+    def stop(self, timeout: float = 30.0) -> "ConsumerRecorder":
+        self._stop.set()
+        self._thread.join(timeout)
+        assert not self._thread.is_alive(), f"the consumer did not stop in {timeout}s"
+        return self
+
+
+def wait_for(condition: Any, timeout: float, message: Any) -> None:
+    """Poll `condition()` until true; AssertionError with `message()` at the deadline."""
+    deadline = time.monotonic() + timeout
+    while not condition():
+        if time.monotonic() > deadline:
+            raise AssertionError(message())
+        time.sleep(0.05)
 
 
 def read_partitions(bootstrap: str, topic: str, partitions: int, ends: dict[int, int] | None = None,

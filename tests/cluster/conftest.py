@@ -20,13 +20,13 @@ import os
 import uuid
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Any, Callable, Iterator
+from typing import Any, Callable, Iterator, Mapping
 
 import pytest
 
 from odradek.tools.cluster import ClusterView, PartitionState, admin_client, read_metadata
 from odradek.tools.zookeeper import ZooKeeperServer, zookeeper_unavailable
-from tests.conftest import BrokerProcess
+from tests.conftest import BrokerProcess, Placement
 from tests.interop.helpers import wait_until
 
 SESSION_TIMEOUT_MS = 6000
@@ -71,12 +71,14 @@ class Cluster:
     Every broker gets `broker.id`, `zookeeper.connect` (the server plus this cluster's own chroot) and
     `zookeeper.session.timeout.ms` (6000 unless given), then `settings`, then its entry in `per_broker`.
     Nothing starts until `start()`. `bootstrap` lists every broker, running or not (their ports never
-    change); `metadata()` and `wait_ready()` ask the running ones only.
+    change); `metadata()` and `wait_ready()` ask the running ones only. `hosts` places brokers elsewhere
+    than on loopback (each on its address, run under its command prefix: a network namespace of its own,
+    tests/faults/netns.py).
     """
 
     def __init__(self, base_dir: Path, zookeeper: ZooKeeperServer, n: int = 3,
                  settings: dict[str, Any] | None = None, per_broker: dict[int, dict[str, Any]] | None = None,
-                 chroot: str | None = None) -> None:
+                 chroot: str | None = None, hosts: Mapping[int, Placement] | None = None) -> None:
         self.zookeeper = zookeeper
         self.chroot = chroot or f"/odradek-{uuid.uuid4().hex[:12]}"
         self.zk_connect = zookeeper.connect_string + self.chroot
@@ -86,7 +88,11 @@ class Cluster:
         self.brokers: dict[int, BrokerProcess] = {}
         for bid in range(1, n + 1):
             values = {"broker.id": bid, **common, **(per_broker or {}).get(bid, {})}
-            self.brokers[bid] = BrokerProcess(base_dir / f"broker-{bid}", {k: str(v) for k, v in values.items()})
+            placement = (hosts or {}).get(bid)
+            where = {} if placement is None else {"host": placement.address,
+                                                   "command_prefix": placement.command_prefix}
+            self.brokers[bid] = BrokerProcess(base_dir / f"broker-{bid}", {k: str(v) for k, v in values.items()},
+                                              **where)
 
     # -- processes ---------------------------------------------------------------------------------
 

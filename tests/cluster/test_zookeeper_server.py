@@ -175,3 +175,32 @@ def test_missing_classpath_is_reported(monkeypatch, tmp_path):
     assert reason is not None and ("no-such-zookeeper.jar" in reason or "java" in reason)
     with pytest.raises(ZooKeeperError, match="cannot start ZooKeeper"):
         ZooKeeperServer(tmp_path / "zk").start(timeout=5)
+
+
+def test_ensemble_of_three_survives_one_server_and_takes_it_back(tmp_path):
+    """A quorum on loopback: each member serves the same znodes, writes go on with one member (the leader)
+    dead, and the member started again catches up and serves them."""
+    from odradek.tools.zookeeper import ZooKeeperEnsemble
+
+    if zookeeper_unavailable() is not None:
+        pytest.skip(zookeeper_unavailable())
+    with ZooKeeperEnsemble(tmp_path / "ensemble", size=3) as ensemble:
+        modes = sorted(server.mode() for server in ensemble.servers)
+        assert modes == ["follower", "follower", "leader"]
+        assert len(ensemble.connect_string.split(",")) == 3
+        for server in ensemble.servers:
+            assert "myid" in {p.name for p in server.data_dir.iterdir()}
+        leader = ensemble.leader()
+        assert leader is not None
+        others = [s for s in ensemble.servers if s is not leader]
+        with kazoo(others[0]) as client:
+            client.create("/before", b"1")
+        leader.kill()
+        with kazoo(others[1]) as client:  # a new leader is elected from the two left
+            wait_until(lambda: client.exists("/before") is not None, timeout=30, message="the znode on another member")
+            client.create("/during", b"2")
+        leader.start()
+        with kazoo(leader) as client:
+            assert client.get("/during")[0] == b"2"
+        assert sorted(server.mode() for server in ensemble.servers) == ["follower", "follower", "leader"]
+    assert not any(server.is_running() for server in ensemble.servers)
