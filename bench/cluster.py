@@ -667,10 +667,7 @@ def render(result: dict) -> str:
     if cpu:
         w("\nBrokers' CPU seconds per million records (median of the rounds): " + "; ".join(cpu) + ".")
     w("\n† a round hit the time cap (its rate is over what was done in time).")
-    if notes.items:
-        w("\n### Notes (cluster)\n")
-        for i, text in enumerate(notes.items, 1):
-            w(f"{i}. " + text.replace("|", "/").replace("\n", " "))
+    out.extend(notes.render("Notes (cluster)"))
     return "\n".join(out) + "\n"
 
 

@@ -12,6 +12,8 @@ a workload it does not support, is shown as n/a with the reason; nothing here ra
 
 After the brokers comes the cluster part (bench/cluster.py: three odradek brokers with replication factor 3
 against one, and failover times), with a time budget of its own; `--only` without `cluster` leaves it out.
+Then the fault part (bench/faults.py: failover percentiles, a rolling restart, a wiped replica's catch-up),
+left out by an `--only` without `faults`.
 `--odradek-src DIR` adds a column: odradek (disk) run from another checkout's src, counted as a peer.
 
 Each throughput row is run by three client processes at once (--clients N): one Python client keeps a core
@@ -326,6 +328,13 @@ class Notes:
             self.items.append(text)
         return f"[{self.items.index(text) + 1}]"
 
+    def render(self, title: str) -> list[str]:
+        """The numbered notes under a heading (nothing when there are none), as report lines."""
+        if not self.items:
+            return []
+        return [f"\n### {title}\n"] + [f"{i}. " + text.replace("|", "/").replace("\n", " ")
+                                        for i, text in enumerate(self.items, 1)]
+
 
 def fmt_ratio(value, best) -> str:
     if value is None or best is None or best == 0:
@@ -380,12 +389,22 @@ def cluster_module():
     return cluster
 
 
+def faults_module():
+    """bench/faults.py (which imports bench/cluster.py, which imports this module as `compare`)."""
+    cluster_module()
+    import faults
+
+    return faults
+
+
 def report(info: dict, cfg: Config, results: list[dict], loop: dict, wall_s: float, run: dict,
-           cluster_part: dict | None) -> str:
-    """render() of the brokers (only the header when none ran), then the cluster part's own section."""
+           cluster_part: dict | None, faults_part: dict | None = None) -> str:
+    """render() of the brokers (only the header when none ran), then the cluster and fault parts' sections."""
     text = render(info, cfg, results, loop, wall_s, run) if results else "\n".join(header(info, cfg, wall_s)) + "\n"
     if cluster_part is not None:
         text += "\n" + cluster_module().render(cluster_part)
+    if faults_part is not None:
+        text += "\n" + faults_module().render(faults_part)
     return text
 
 
@@ -603,10 +622,7 @@ def render(info: dict, cfg: Config, results: list[dict], loop: dict, wall_s: flo
         sizes = ", ".join(f"{titles[k]} {by[k]['rss']['data_dir_bytes'] / 1e9:.2f} GB" for k in keys
                           if by[k]["error"] is None and by[k]["rss"].get("data_dir_bytes") is not None)
         w(f"Data directory size after round 1's throughput workloads: {sizes}.")
-    if notes.items:
-        w("\n### Notes\n")
-        for i, text in enumerate(notes.items, 1):
-            w(f"{i}. " + text.replace("|", "/").replace("\n", " "))
+    out.extend(notes.render("Notes"))
     return "\n".join(out) + "\n"
 
 
@@ -689,7 +705,7 @@ def main() -> int:
                         help=f"client processes that run each throughput row together (default {DEFAULT_CLIENTS})")
     parser.add_argument("--only", metavar="KEYS",
                         help="comma-separated subset of: odradek-disk, odradek-shm, odradek-asyncio, tansu, noida, "
-                             "cluster (the cluster part, bench/cluster.py)")
+                             "cluster (the cluster part, bench/cluster.py), faults (bench/faults.py)")
     parser.add_argument("--odradek-src", metavar="DIR", action="append", default=[],
                         help="one more column: odradek (disk) with DIR (another checkout's src, holding odradek/) "
                              "first on PYTHONPATH, counted as a peer; repeatable")
@@ -703,7 +719,7 @@ def main() -> int:
             saved = json.load(fh)
         cfg = Config(saved["quick"], saved["rounds"]["requested"], saved.get("clients", 1))
         print(report(saved["machine"], cfg, saved["brokers"], saved["loopback"], saved["wall_s"], saved["rounds"],
-                     saved.get("cluster")))
+                     saved.get("cluster"), saved.get("faults")))
         return 0
     sources = []
     for src in args.odradek_src:
@@ -759,6 +775,11 @@ def main() -> int:
             bench_cluster = cluster_module()
             log(f"== cluster part ({time.monotonic() - t0:.0f} s into the run)")
             cluster_part = bench_cluster.run(cfg, bench_cluster.Settings(cfg.quick))
+        faults_part = None
+        if wanted is None or "faults" in wanted:
+            bench_faults = faults_module()
+            log(f"== fault part ({time.monotonic() - t0:.0f} s into the run)")
+            faults_part = bench_faults.run(cfg, bench_faults.Settings(cfg.quick))
     finally:
         cfg.pool.close()
     results = list(results.values())
@@ -766,7 +787,7 @@ def main() -> int:
         for entry in r["throughput"].values():
             entry["median"] = median_over_rounds(entry["rounds"])
     wall = time.monotonic() - t0
-    text = report(info, cfg, results, loop, wall, run, cluster_part)
+    text = report(info, cfg, results, loop, wall, run, cluster_part, faults_part)
     print(text)
     os.makedirs(args.out_dir, exist_ok=True)
     with open(os.path.join(args.out_dir, "latest.md"), "w") as fh:
@@ -774,7 +795,7 @@ def main() -> int:
     with open(os.path.join(args.out_dir, "latest.json"), "w") as fh:
         json.dump({"machine": info, "quick": cfg.quick, "clients": cfg.clients, "wall_s": wall, "loopback": loop,
                    "rounds": run, "peers": {k: v for k, v in peers.items()}, "brokers": results,
-                   "cluster": cluster_part}, fh, indent=2, default=str)
+                   "cluster": cluster_part, "faults": faults_part}, fh, indent=2, default=str)
     log(f"wrote {os.path.join(args.out_dir, 'latest.md')} and latest.json; wall time {wall:.0f} s")
     return 0
 
