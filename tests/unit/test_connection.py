@@ -8,7 +8,8 @@ import struct
 
 import pytest
 
-from odradek.net.connection import OWN_BUFFER_FIRST_MAX, OWN_BUFFER_MIN, SCRATCH_BYTES, KafkaConnection
+from odradek.net.connection import KafkaConnection
+from odradek.net.framing import OWN_BUFFER_FIRST_MAX, OWN_BUFFER_MIN, SCRATCH_BYTES
 
 
 class Transport:

@@ -3,7 +3,8 @@
 The controller sends LeaderAndIsr, UpdateMetadata and StopReplica; a follower fetches; a transaction
 coordinator writes markers; a broker shutting down asks the controller to move its leaders. All of them
 speak the same protocol and codec as clients do, so this is a small client: one TCP connection, requests
-pipelined and matched to responses by correlation id (a broker answers a connection's requests in order).
+pipelined and matched to responses by correlation id (a broker answers a connection's requests in order),
+responses framed by the broker's own FrameReader (net/framing.py).
 
 A connection that fails, or a request that gets no answer within its timeout, closes the connection and
 fails every request waiting on it with `BrokerUnavailable`; the next request connects again. Callers
@@ -16,9 +17,11 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import socket
 import struct
 from typing import Any
 
+from odradek.net.framing import FrameReader, FrameTooLarge
 from odradek.protocol import codec
 
 log = logging.getLogger(__name__)
@@ -31,6 +34,42 @@ class BrokerUnavailable(ConnectionError):
     """The other broker could not be reached, or did not answer in time."""
 
 
+class _ResponseReader(asyncio.BufferedProtocol):
+    """Reads response frames with a FrameReader (a large Fetch response lands in a buffer of its own, read
+    into by the kernel: the records reach the follower's segment file with no copy in Python) and hands
+    each to its client."""
+
+    def __init__(self, client: "BrokerClient") -> None:
+        self._client = client
+        self._frames = FrameReader(MAX_RESPONSE_BYTES)
+        self.transport: asyncio.Transport | None = None
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self.transport = transport  # type: ignore[assignment]
+        sock = transport.get_extra_info("socket")
+        if sock is not None and sock.family in (socket.AF_INET, socket.AF_INET6):
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+
+    def get_buffer(self, sizehint: int) -> memoryview:
+        return self._frames.get_buffer()
+
+    def buffer_updated(self, nbytes: int) -> None:
+        self._frames.buffer_updated(nbytes)
+        while True:
+            try:
+                frame = self._frames.next_frame()
+            except FrameTooLarge as exc:
+                self._client._lost(self, BrokerUnavailable(f"broker {self._client.node_id}: {exc}"))
+                return
+            if frame is None:
+                return
+            self._client._answered(frame)
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self._frames.clear()
+        self._client._lost(self, BrokerUnavailable(f"connection to broker {self._client.node_id} closed"))
+
+
 class BrokerClient:
     def __init__(self, node_id: int, host: str, port: int, client_id: str,
                  connect_timeout_s: float = 5.0) -> None:
@@ -39,8 +78,7 @@ class BrokerClient:
         self.port = port
         self.client_id = client_id
         self.connect_timeout_s = connect_timeout_s
-        self._writer: asyncio.StreamWriter | None = None
-        self._reader_task: asyncio.Task | None = None
+        self._protocol: _ResponseReader | None = None
         self._connecting: asyncio.Future | None = None
         self._pending: dict[int, tuple[int, int, asyncio.Future]] = {}
         self._next_correlation_id = 0
@@ -59,12 +97,12 @@ class BrokerClient:
         """Send one request and return the decoded response body; raises BrokerUnavailable."""
         if self._closed:
             raise BrokerUnavailable(f"client of broker {self.node_id} is closed")
-        writer = await self._connected()
+        transport = await self._connected()
         correlation_id = self._next_correlation_id = (self._next_correlation_id + 1) & 0x7FFFFFFF
         frame = codec.encode_request(api_key, version, correlation_id, self.client_id, body)
         future = asyncio.get_running_loop().create_future()
         self._pending[correlation_id] = (api_key, version, future)
-        writer.write(frame)
+        transport.write(frame)
         try:
             return await asyncio.wait_for(asyncio.shield(future), timeout_s)
         except asyncio.TimeoutError:
@@ -73,9 +111,10 @@ class BrokerClient:
         finally:
             self._pending.pop(correlation_id, None)
 
-    async def _connected(self) -> asyncio.StreamWriter:
-        if self._writer is not None and not self._writer.is_closing():
-            return self._writer
+    async def _connected(self) -> asyncio.Transport:
+        protocol = self._protocol
+        if protocol is not None and protocol.transport is not None and not protocol.transport.is_closing():
+            return protocol.transport
         if self._connecting is None:
             self._connecting = asyncio.ensure_future(self._connect())
         try:
@@ -84,50 +123,37 @@ class BrokerClient:
             if self._connecting is not None and self._connecting.done():
                 self._connecting = None
 
-    async def _connect(self) -> asyncio.StreamWriter:
+    async def _connect(self) -> asyncio.Transport:
+        loop = asyncio.get_running_loop()
         try:
-            reader, writer = await asyncio.wait_for(asyncio.open_connection(self.host, self.port),
-                                                    self.connect_timeout_s)
+            transport, protocol = await asyncio.wait_for(
+                loop.create_connection(lambda: _ResponseReader(self), self.host, self.port), self.connect_timeout_s)
         except (OSError, asyncio.TimeoutError) as exc:
             raise BrokerUnavailable(f"cannot connect to broker {self.node_id} at {self.host}:{self.port}: {exc}") from None
-        self._writer = writer
-        self._reader_task = asyncio.ensure_future(self._read_responses(reader, writer))
-        return writer
+        self._protocol = protocol
+        return transport
 
-    async def _read_responses(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        error: BaseException = BrokerUnavailable(f"connection to broker {self.node_id} closed")
-        try:
-            while True:
-                (size,) = _SIZE.unpack(await reader.readexactly(4))
-                if not 4 <= size <= MAX_RESPONSE_BYTES:
-                    raise BrokerUnavailable(f"broker {self.node_id} sent a frame of {size} bytes")
-                frame = await reader.readexactly(size)
-                (correlation_id,) = _SIZE.unpack_from(frame)
-                entry = self._pending.get(correlation_id)
-                if entry is None:
-                    continue  # the request timed out or its caller went away
-                api_key, version, future = entry
-                if not future.done():
-                    try:
-                        future.set_result(codec.decode_response(api_key, version, frame)[1])
-                    except codec.ProtocolError as exc:
-                        future.set_exception(BrokerUnavailable(f"unreadable response from broker {self.node_id}: {exc}"))
-        except (asyncio.IncompleteReadError, OSError, BrokerUnavailable) as exc:
-            if isinstance(exc, BrokerUnavailable):
-                error = exc
-        except asyncio.CancelledError:
-            pass
-        finally:
-            if self._writer is writer:
-                self._disconnect(error)
+    def _answered(self, frame: bytes | bytearray) -> None:
+        (correlation_id,) = _SIZE.unpack_from(frame)
+        entry = self._pending.get(correlation_id)
+        if entry is None:
+            return  # the request timed out or its caller went away
+        api_key, version, future = entry
+        if not future.done():
+            try:
+                future.set_result(codec.decode_response(api_key, version, frame)[1])
+            except codec.ProtocolError as exc:
+                future.set_exception(BrokerUnavailable(f"unreadable response from broker {self.node_id}: {exc}"))
+
+    def _lost(self, protocol: _ResponseReader, error: BaseException) -> None:
+        if self._protocol is protocol:
+            self._disconnect(error)
 
     def _disconnect(self, error: BaseException) -> None:
-        writer, self._writer = self._writer, None
-        task, self._reader_task = self._reader_task, None
-        if writer is not None:
-            writer.close()
-        if task is not None and task is not asyncio.current_task():
-            task.cancel()
+        protocol, self._protocol = self._protocol, None
+        if protocol is not None and protocol.transport is not None:
+            transport, protocol.transport = protocol.transport, None
+            transport.close()
         pending, self._pending = self._pending, {}
         for _, _, future in pending.values():
             if not future.done():

@@ -1,10 +1,9 @@
 """One client connection: size-prefixed framing, in-order responses, and flow control.
 
-Kafka frames are `int32 size` + `size` bytes. The size is checked against `socket.request.max.bytes`
-before anything is buffered for the frame, so a hostile 2 GiB prefix costs nothing but a closed socket.
-The connection is a BufferedProtocol: small frames are read into a scratch buffer and copied out once,
-while a frame of OWN_BUFFER_MIN bytes or more is read by the kernel straight into a bytearray of its own,
-which the handler gets (Produce patches offsets in that buffer and writes it to the segment as it is).
+Frames are read by a FrameReader (net/framing.py), whose limit is `socket.request.max.bytes`: a frame
+outside it closes the socket. A frame of OWN_BUFFER_MIN bytes or more is read by the kernel straight into
+a bytearray of its own, which the handler gets (Produce patches offsets in that buffer and writes it to the
+segment as it is).
 
 A dispatched request yields the response bytes, None (no response: Produce acks=0), or a Future for a
 handler that waits. Kafka requires responses in request order; that holds because of flow control, which
@@ -33,6 +32,8 @@ import os
 import socket
 from typing import Protocol, Union
 
+from odradek.net.framing import FrameReader, FrameTooLarge
+
 log = logging.getLogger(__name__)
 
 Response = Union[bytes, list, None]  # list: a frame's parts, bytes and file regions
@@ -48,30 +49,10 @@ class Dispatcher(Protocol):
     def dispatch(self, frame: bytes, conn: "KafkaConnection") -> Slot: ...
 
 
-# Socket reads go to a per-connection scratch buffer of SCRATCH_BYTES. A frame of at least OWN_BUFFER_MIN
-# bytes gets a buffer of its own once its size prefix is read, and the rest of it is read straight into that
-# buffer: a produced record set reaches the segment file with no copy in Python (the handler patches
-# offsets in place). Only what one read put into the scratch buffer is copied over.
-SCRATCH_BYTES = 32 * 1024
-MIN_READ = 4 * 1024
-OWN_BUFFER_MIN = 16 * 1024
-# A frame's own buffer starts at most this big and doubles as its bytes arrive, so a peer that announces a
-# huge frame and sends little costs what it sent, not what it announced.
-OWN_BUFFER_FIRST_MAX = 4 * 1024 * 1024
-
-
 class KafkaConnection(asyncio.BufferedProtocol):
     def __init__(self, dispatcher: Dispatcher, max_request_bytes: int) -> None:
         self._dispatcher = dispatcher
-        self._max_request_bytes = max_request_bytes
-        # Bytes [_start, _end) of the scratch buffer are read but not yet dispatched.
-        self._scratch = bytearray(SCRATCH_BYTES)
-        self._view = memoryview(self._scratch)
-        self._start = self._end = 0
-        self._frame: bytearray | None = None  # a large frame being read into its own buffer
-        self._frame_view: memoryview | None = None
-        self._frame_size = self._frame_filled = 0
-        self._into_frame = False  # where the buffer handed out by get_buffer points
+        self._frames = FrameReader(max_request_bytes)
         self._outstanding: asyncio.Future | None = None  # a handler's response, or a send with sendfile
         self._transport: asyncio.Transport | None = None
         self._reading_paused = False
@@ -92,49 +73,11 @@ class KafkaConnection(asyncio.BufferedProtocol):
         self.peer = f"{peer[0]}:{peer[1]}" if peer else "?"
 
     def get_buffer(self, sizehint: int) -> memoryview:
-        # A complete frame waiting for its turn (the connection muted) takes no more bytes: they go to scratch.
-        self._into_frame = self._frame is not None and self._frame_filled < self._frame_size
-        if self._into_frame:
-            if self._frame_filled == len(self._frame):
-                self._grow_frame()
-            return self._frame_view[self._frame_filled:]
-        if len(self._scratch) - self._end < MIN_READ:
-            self._make_room()
-        return self._view[self._end:]
+        return self._frames.get_buffer()
 
     def buffer_updated(self, nbytes: int) -> None:
-        if self._into_frame:
-            self._frame_filled += nbytes
-        else:
-            self._end += nbytes
+        self._frames.buffer_updated(nbytes)
         self._process_frames()
-
-    def _start_frame(self, size: int, body: int) -> None:
-        """Read the rest of the frame of ``size`` bytes whose first bytes are at ``body`` in the scratch
-        buffer into a buffer of its own."""
-        have = self._end - body
-        self._frame = bytearray(min(size, max(OWN_BUFFER_FIRST_MAX, have)))
-        self._frame_view = memoryview(self._frame)
-        self._frame_view[:have] = self._view[body:self._end]
-        self._frame_size, self._frame_filled = size, have
-        self._start = self._end
-
-    def _grow_frame(self) -> None:
-        frame = bytearray(min(self._frame_size, 2 * len(self._frame)))
-        frame[:self._frame_filled] = self._frame_view
-        self._frame, self._frame_view = frame, memoryview(frame)
-
-    def _make_room(self) -> None:
-        """Move the pending bytes to the front of the scratch buffer, or into a larger one if they fill it
-        (whole frames pile up only while the connection is muted, and then the socket is not read)."""
-        pending = self._end - self._start
-        if len(self._scratch) - pending < MIN_READ:
-            scratch = bytearray(pending + SCRATCH_BYTES)
-            scratch[:pending] = self._view[self._start:self._end]
-            self._scratch, self._view = scratch, memoryview(scratch)
-        else:  # the ranges may overlap, and a slice assignment copies with memcpy
-            self._scratch[:pending] = self._view[self._start:self._end].tobytes()
-        self._start, self._end = 0, pending
 
     def _process_frames(self) -> None:
         """Dispatch the whole frames read so far, stopping as soon as back-pressure applies.
@@ -143,44 +86,21 @@ class KafkaConnection(asyncio.BufferedProtocol):
         paused (see the module docstring).
         """
         while not self._over_limit():
-            if self._frame is not None:
-                if self._frame_filled < self._frame_size:
-                    return
-                frame = self._frame
-                self._frame = self._frame_view = None
-                if not self._handle_frame(frame):
-                    return
-                continue
-            start = self._start
-            available = self._end - start
-            if available < 4:
-                break
-            size = int.from_bytes(self._view[start:start + 4], "big", signed=True)
-            if size < 0 or size > self._max_request_bytes:
-                log.warning("closing %s: frame size %d outside 0..%d", self.peer, size, self._max_request_bytes)
+            try:
+                frame = self._frames.next_frame()
+            except FrameTooLarge as exc:
+                log.warning("closing %s: %s", self.peer, exc)
                 self.close()
                 return
-            body = start + 4
-            if available - 4 >= size:
-                self._start = body + size
-                part = self._view[body:body + size]
-                frame = bytearray(part) if size >= OWN_BUFFER_MIN else part.tobytes()
-                if not self._handle_frame(frame):
-                    return
-            elif size >= OWN_BUFFER_MIN:
-                self._start_frame(size, body)
-            else:
-                break
-        if self._start == self._end:
-            self._start = self._end = 0
+            if frame is None or not self._handle_frame(frame):
+                return
 
     def connection_lost(self, exc: Exception | None) -> None:
         if self._outstanding is not None:
             self._outstanding.cancel()
             self._outstanding = None
         self._transport = None
-        self._start = self._end = 0
-        self._frame = self._frame_view = None
+        self._frames.clear()
 
     def pause_writing(self) -> None:
         self._writing_paused = True
@@ -237,8 +157,10 @@ class KafkaConnection(asyncio.BufferedProtocol):
                 if not all(isinstance(part, _BYTES) for part in response):
                     self._hold(asyncio.ensure_future(self._send_parts(response)), self._on_sent)
                     return
-                response = b"".join(response)
-            self._transport.write(response)
+                # uvloop writes the parts with one writev, without joining them first
+                self._transport.writelines(response)
+            else:
+                self._transport.write(response)
         self._resume()
 
     def _on_sent(self, fut: asyncio.Future) -> None:
@@ -264,7 +186,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
 
     def _resume(self) -> None:
         self._update_reading()
-        if not self._over_limit() and (self._end > self._start or self._frame is not None):
+        if not self._over_limit() and self._frames.has_pending:
             self._process_frames()
 
     async def _send_parts(self, parts: list) -> None:

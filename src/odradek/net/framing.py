@@ -1,0 +1,123 @@
+"""FrameReader: Kafka's size-prefixed frames, read from an asyncio.BufferedProtocol's buffers.
+
+A frame is `int32 size` + `size` bytes, in both directions (requests to a broker, responses to a broker's
+clients, among them other brokers). The size is checked against the reader's limit before anything is
+buffered for the frame, so a hostile 2 GiB prefix costs nothing but a FrameTooLarge.
+
+Socket reads go to a scratch buffer of SCRATCH_BYTES; a small frame is copied out of it once. A frame of
+OWN_BUFFER_MIN bytes or more gets a bytearray of its own once its size prefix is read, and the rest of it
+is read by the kernel straight into that buffer: a produced record set reaches the segment file, and a
+fetched one the follower's segment file, without a copy in Python (only what one read put into the scratch
+buffer is copied over). That buffer starts at most OWN_BUFFER_FIRST_MAX big and doubles as its bytes
+arrive, so a peer that announces a huge frame and sends little costs what it sent.
+
+A protocol hands out `get_buffer()` and reports `buffer_updated(n)`, then takes whole frames with
+`next_frame()` as long as it wants them. A complete frame it has not taken yet (a connection muted by flow
+control) takes no more bytes: they go to the scratch buffer, which grows while whole frames pile up there
+(the owner stops reading the socket meanwhile).
+
+Not thread-safe; owned by the event loop.
+"""
+
+from __future__ import annotations
+
+SCRATCH_BYTES = 32 * 1024
+MIN_READ = 4 * 1024
+OWN_BUFFER_MIN = 16 * 1024
+OWN_BUFFER_FIRST_MAX = 4 * 1024 * 1024
+
+
+class FrameTooLarge(Exception):
+    """A size prefix outside 0..limit: the stream cannot be trusted further."""
+
+
+class FrameReader:
+    def __init__(self, max_frame_bytes: int) -> None:
+        self.max_frame_bytes = max_frame_bytes
+        # Bytes [_start, _end) of the scratch buffer are read but not yet taken.
+        self._scratch = bytearray(SCRATCH_BYTES)
+        self._view = memoryview(self._scratch)
+        self._start = self._end = 0
+        self._frame: bytearray | None = None  # a large frame being read into its own buffer
+        self._frame_view: memoryview | None = None
+        self._frame_size = self._frame_filled = 0
+        self._into_frame = False  # where the buffer handed out by get_buffer points
+
+    def get_buffer(self) -> memoryview:
+        self._into_frame = self._frame is not None and self._frame_filled < self._frame_size
+        if self._into_frame:
+            if self._frame_filled == len(self._frame):
+                self._grow_frame()
+            return self._frame_view[self._frame_filled:]
+        if len(self._scratch) - self._end < MIN_READ:
+            self._make_room()
+        return self._view[self._end:]
+
+    def buffer_updated(self, nbytes: int) -> None:
+        if self._into_frame:
+            self._frame_filled += nbytes
+        else:
+            self._end += nbytes
+
+    @property
+    def has_pending(self) -> bool:
+        """Whether bytes have been read that no taken frame held (a whole frame may be among them)."""
+        return self._end > self._start or self._frame is not None
+
+    def next_frame(self) -> bytes | bytearray | None:
+        """The next whole frame's body (a bytearray of its own when large, else bytes), or None until more
+        has been read. Raises FrameTooLarge for a size prefix outside 0..max_frame_bytes."""
+        if self._frame is not None:
+            if self._frame_filled < self._frame_size:
+                return None
+            frame = self._frame
+            self._frame = self._frame_view = None
+            return frame
+        start = self._start
+        available = self._end - start
+        if available >= 4:
+            size = int.from_bytes(self._view[start:start + 4], "big", signed=True)
+            if size < 0 or size > self.max_frame_bytes:
+                raise FrameTooLarge(f"frame size {size} outside 0..{self.max_frame_bytes}")
+            body = start + 4
+            if available - 4 >= size:
+                self._start = body + size
+                part = self._view[body:body + size]
+                return bytearray(part) if size >= OWN_BUFFER_MIN else part.tobytes()
+            if size >= OWN_BUFFER_MIN:
+                self._start_frame(size, body)
+                return self.next_frame()
+        if self._start == self._end:
+            self._start = self._end = 0
+        return None
+
+    def clear(self) -> None:
+        self._start = self._end = 0
+        self._frame = self._frame_view = None
+
+    def _start_frame(self, size: int, body: int) -> None:
+        """Read the rest of the frame of ``size`` bytes whose first bytes are at ``body`` in the scratch
+        buffer into a buffer of its own."""
+        have = self._end - body
+        self._frame = bytearray(min(size, max(OWN_BUFFER_FIRST_MAX, have)))
+        self._frame_view = memoryview(self._frame)
+        self._frame_view[:have] = self._view[body:self._end]
+        self._frame_size, self._frame_filled = size, have
+        self._start = self._end
+
+    def _grow_frame(self) -> None:
+        frame = bytearray(min(self._frame_size, 2 * len(self._frame)))
+        frame[:self._frame_filled] = self._frame_view
+        self._frame, self._frame_view = frame, memoryview(frame)
+
+    def _make_room(self) -> None:
+        """Move the pending bytes to the front of the scratch buffer, or into a larger one if they fill it
+        (whole frames pile up only while the owner does not take them, and then it does not read)."""
+        pending = self._end - self._start
+        if len(self._scratch) - pending < MIN_READ:
+            scratch = bytearray(pending + SCRATCH_BYTES)
+            scratch[:pending] = self._view[self._start:self._end]
+            self._scratch, self._view = scratch, memoryview(scratch)
+        else:  # the ranges may overlap, and a slice assignment copies with memcpy
+            self._scratch[:pending] = self._view[self._start:self._end].tobytes()
+        self._start, self._end = 0, pending
