@@ -491,15 +491,17 @@ class _Gen:
                     ta = self.uid("ta")
                     is_array = f[1].startswith("[]")
                     if f[8] is not None and not is_array and f[6] is not None:
-                        # non-nullable struct: compare encodings with the default's
-                        body.append((1, f"{t} = []"))
-                        body.append((1, f"{ta} = {t}.append"))
-                        self.enc_value(f, x, t, ta, 1, body)
+                        # non-nullable struct: compare encodings with the default's (a missing key is the
+                        # default: nothing to encode, which keeps the common response cheap)
+                        body.append((1, f"if {x} is not {d}:"))
+                        body.append((2, f"{t} = []"))
+                        body.append((2, f"{ta} = {t}.append"))
+                        self.enc_value(f, x, t, ta, 2, body)
                         db = self.uid("_db")
                         self._post.append((db, f[8]))
-                        body.append((1, f"{t} = b''.join({t})"))
-                        body.append((1, f"if {t} != {db}:"))
-                        body.append((2, f"tags.append(({f[5]}, {t}))"))
+                        body.append((2, f"{t} = b''.join({t})"))
+                        body.append((2, f"if {t} != {db}:"))
+                        body.append((3, f"tags.append(({f[5]}, {t}))"))
                         continue
                     if is_array and f[6] is not None:
                         cond = f"{x} is None or _len({x}) > 0"
