@@ -71,6 +71,9 @@ BROKER_PROPERTIES: dict[str, Property] = {
         # responses cost more to join and to push through asyncio's transport buffer than extra round trips
         # do; see README's performance section. The first batch is returned whatever its size.
         Property("fetch.max.bytes", _parse_int, 4 << 20, _at_least(1024)),
+        # incremental fetch sessions (KIP-227, broker/fetch_sessions.py)
+        Property("max.incremental.fetch.session.cache.slots", _parse_int, 1000, _at_least(0)),
+        Property("min.incremental.fetch.session.eviction.ms", _parse_int, 120000, _at_least(0)),
         Property("log.segment.bytes", _parse_int, 1 << 30, _at_least(14)),
         Property("log.roll.ms", _parse_int, None),
         Property("log.roll.hours", _parse_int, 168, _at_least(1)),

@@ -11,12 +11,14 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import threading
 import time
 from concurrent.futures import Future
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Awaitable, Callable, Iterable
 
+from odradek.broker.fetch_sessions import FetchSessionCache
 from odradek.broker.registry import HANDLERS
 from odradek.broker.txn_markers import TxnMarkerChannel
 from odradek.cluster.local import LocalController
@@ -82,6 +84,8 @@ class Broker:
                                        self.notify_append, config.int("replica.lag.time.max.ms"),
                                        config.int("replica.high.watermark.checkpoint.interval.ms"))
         self._waiters: dict[TopicPartition, set[asyncio.Future[None]]] = {}
+        self.fetch_sessions = FetchSessionCache(config.int("max.incremental.fetch.session.cache.slots"),
+                                                config.int("min.incremental.fetch.session.eviction.ms"))
         self.coordinator: Coordinator | None = None  # built by load(), once the logs are open
         self.txn_coordinator: TransactionCoordinator | None = None  # likewise, after the group coordinator
         self._last_retention_ms = 0
@@ -341,17 +345,43 @@ def when_durable(body: dict, pending: list[tuple[dict, Future]], failed: Callabl
 
 async def _after(body: dict, running: list[tuple[dict, Future]], failed: Callable[[dict, BaseException], None],
                  timeout_s: float | None) -> dict:
-    deadline = None if timeout_s is None else time.monotonic() + timeout_s
+    # One loop future and one timer for all of them: the replication futures complete on the loop's own
+    # thread, so they settle it directly; only a flusher future (its own thread) needs call_soon_threadsafe.
+    loop = asyncio.get_running_loop()
+    loop_thread = threading.get_ident()
+    all_done = loop.create_future()
+    remaining = len(running)
+
+    def count() -> None:
+        nonlocal remaining
+        remaining -= 1
+        if remaining == 0 and not all_done.done():
+            all_done.set_result(None)
+
+    def settled(_: Future) -> None:
+        if threading.get_ident() == loop_thread:
+            count()
+        else:
+            loop.call_soon_threadsafe(count)
+
+    for _, future in running:
+        future.add_done_callback(settled)
+    # The futures are never cancelled here: a flusher future may be shared with other requests, whose fsync a
+    # cancellation would skip; a replication future nobody waits for any more is dropped once the HW passes.
+    try:
+        if timeout_s is None:
+            await all_done
+        else:
+            await asyncio.wait_for(all_done, max(timeout_s, 0))
+    except asyncio.TimeoutError:
+        pass
     for part, future in running:
-        try:
-            waiting = asyncio.wrap_future(future)
-            if deadline is None:
-                await waiting
-            else:
-                await asyncio.wait_for(waiting, max(deadline - time.monotonic(), 0))
-        except asyncio.TimeoutError:
+        if not future.done() or future.cancelled():
             failed(part, TimeoutError())
-        except (OSError, ReplicationError) as exc:
+        elif future.exception() is not None:
+            exc = future.exception()
+            if not isinstance(exc, (OSError, ReplicationError)):
+                raise exc
             failed(part, exc)
     return body
 

@@ -19,6 +19,13 @@ our epoch yet (UNKNOWN_LEADER_EPOCH: its LeaderAndIsr is still on the way) is re
 `replica.fetch.backoff.ms`, as is a leader that cannot be reached. Our position below the leader's log
 start (OFFSET_OUT_OF_RANGE) restarts our log at the leader's start.
 
+Sessions (KIP-227): each fetcher keeps an incremental fetch session with its leader (`FollowerSession`):
+after the first, full fetch, a Fetch names only the partitions whose position (fetch offset, log start,
+max bytes, leader epoch) changed since the last one and forgets those no longer fetched (delayed,
+truncating, gone), and the leader answers only the partitions with news. The dozens of idle
+`__consumer_offsets` partitions a follower follows cost a replica fetch almost nothing. A session error,
+or a fetch whose answer never came, starts a new session with the next fetch.
+
 Throttles (Kafka's replication quotas, follower side): partitions that the topic config
 `follower.replication.throttled.replicas` names for this broker ("PARTITION:BROKER,..." or "*") are fetched
 at no more than `follower.replication.throttled.rate` bytes per second, summed over every fetcher of this
@@ -130,6 +137,50 @@ class ReplicationThrottle:
         return max(1, min(wanted, self.rate))
 
 
+Position = tuple[int, int, int, int]  # (fetch offset, log start offset, max bytes, leader epoch)
+SESSION_ERRORS = (ErrorCode.FETCH_SESSION_ID_NOT_FOUND, ErrorCode.INVALID_FETCH_SESSION_EPOCH)
+
+
+class FollowerSession:
+    """The follower's side of a fetch session with one leader (Kafka's FetchSessionHandler)."""
+
+    def __init__(self) -> None:
+        self.session_id = 0
+        self.epoch = 0  # 0: the next fetch is full and asks for a new session (closing session_id, if any)
+        self._sent: dict[TopicPartition, Position] = {}  # what the session holds, as the leader knows it
+        self._pending: dict[TopicPartition, Position] = {}
+        self._pending_full = True
+
+    def request(self, wanted: dict[TopicPartition, Position]) -> tuple[dict[TopicPartition, Position],
+                                                                       list[TopicPartition]]:
+        """What the next Fetch names: (partitions with their positions, partitions to forget)."""
+        self._pending = dict(wanted)
+        self._pending_full = self.epoch == 0
+        if self._pending_full:
+            return self._pending, []
+        changed = {key: position for key, position in wanted.items() if self._sent.get(key) != position}
+        return changed, [key for key in self._sent if key not in wanted]
+
+    def answered(self, error_code: int, session_id: int) -> None:
+        """The leader answered the fetch built last (with a top-level error or not)."""
+        if error_code in SESSION_ERRORS:
+            self.reset()
+        elif error_code != ErrorCode.NONE:
+            self.reset()
+        elif self._pending_full:
+            self.session_id = session_id
+            self.epoch = 1 if session_id else 0
+            self._sent = self._pending
+        else:
+            self.epoch = self.epoch + 1 if self.epoch < 0x7FFFFFFF else 1
+            self._sent = self._pending
+
+    def reset(self) -> None:
+        """The next fetch is full: no answer came, or the session is gone or out of step."""
+        self.epoch = 0
+        self._sent = {}
+
+
 class ReplicaFetcher:
     """Fetches every partition this broker follows on one leader broker."""
 
@@ -142,6 +193,7 @@ class ReplicaFetcher:
         self.throttle = throttle
         self.partitions: dict[TopicPartition, FetchState] = {}
         self.last_answer_s = 0.0  # time.monotonic() of the leader's last answer: proof it reaches us
+        self.session = FollowerSession()
         self._wake = asyncio.Event()
         self._task: asyncio.Task | None = None
 
@@ -187,9 +239,11 @@ class ReplicaFetcher:
                 raise
             except BrokerUnavailable as exc:
                 log.info("fetcher from broker %d: %s; retrying in %.1f s", self.leader_id, exc, self.settings.backoff_s)
+                self.session.reset()
                 self._delay(self.partitions.values())
             except Exception:
                 log.exception("fetcher from broker %d failed; retrying", self.leader_id)
+                self.session.reset()
                 self._delay(self.partitions.values())
 
     def _within_quota(self, ready: dict[TopicPartition, FetchState], now: float) -> dict[TopicPartition, FetchState]:
@@ -258,24 +312,37 @@ class ReplicaFetcher:
     # -- fetching -------------------------------------------------------------------------------------
 
     async def _fetch(self, states: dict[TopicPartition, FetchState]) -> None:
-        by_topic: dict[str, list] = {}
         throttle = self.throttle if self.throttle is not None and self.throttle.active else None
         throttled = {k for k in states if throttle.applies(*k)} if throttle is not None else set()
-        for (topic, index), state in states.items():
+        wanted: dict[TopicPartition, Position] = {}
+        for key, state in states.items():
             plog = state.partition.log
             max_bytes = self.settings.partition_max_bytes
+            wanted[key] = (plog.log_end_offset, plog.log_start_offset,
+                           throttle.fetch_bytes(max_bytes) if key in throttled else max_bytes, state.leader_epoch)
+        named, forgotten = self.session.request(wanted)
+        by_topic: dict[str, list] = {}
+        for (topic, index), (fetch_offset, log_start, max_bytes, leader_epoch) in named.items():
             by_topic.setdefault(topic, []).append({
-                "partition": index, "current_leader_epoch": state.leader_epoch,
-                "fetch_offset": plog.log_end_offset, "last_fetched_epoch": -1,
-                "log_start_offset": plog.log_start_offset,
-                "partition_max_bytes": throttle.fetch_bytes(max_bytes) if (topic, index) in throttled else max_bytes})
+                "partition": index, "current_leader_epoch": leader_epoch, "fetch_offset": fetch_offset,
+                "last_fetched_epoch": -1, "log_start_offset": log_start, "partition_max_bytes": max_bytes})
+        gone: dict[str, list[int]] = {}
+        for topic, index in forgotten:
+            gone.setdefault(topic, []).append(index)
         s = self.settings
+        session = self.session
         response = await self.client.request(ApiKey.FETCH, FETCH_VERSION, {
             "replica_id": s.broker_id, "max_wait_ms": s.max_wait_ms, "min_bytes": s.min_bytes,
-            "max_bytes": s.response_max_bytes, "isolation_level": 0, "session_id": 0, "session_epoch": -1,
-            "topics": [{"topic": t, "partitions": p} for t, p in by_topic.items()],
+            "max_bytes": s.response_max_bytes, "isolation_level": 0, "session_id": session.session_id,
+            "session_epoch": session.epoch, "topics": [{"topic": t, "partitions": p} for t, p in by_topic.items()],
+            "forgotten_topics_data": [{"topic": t, "partitions": p} for t, p in gone.items()],
         }, timeout_s=s.max_wait_ms / 1000.0 + 30.0)
         self.last_answer_s = time.monotonic()
+        session.answered(response["error_code"], response["session_id"])
+        if response["error_code"] in SESSION_ERRORS:
+            log.info("fetch session with broker %d: error %d; starting a new one", self.leader_id,
+                     response["error_code"])
+            return
         if response["error_code"]:
             log.warning("fetch from broker %d failed: error %d", self.leader_id, response["error_code"])
             self._delay(states.values())

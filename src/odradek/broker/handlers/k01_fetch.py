@@ -22,8 +22,10 @@ their offset.
 
 v0-3 serve legacy MessageSets: stored v2 batches are down-converted (magic 0 for v0-1, magic 1 for v2-3),
 uncompressed. v13+ name topics by id (UNKNOWN_TOPIC_ID when unknown).
-Sessions (KIP-227): the broker declines to create fetch sessions (session id 0 in every reply), which
-every client handles with full fetches; a request naming a session id gets FETCH_SESSION_ID_NOT_FOUND.
+Sessions (KIP-227, v7+; broker/fetch_sessions.py): a fetcher that asks for a session gets one, names only
+the partitions whose position changed in its later (incremental) fetches and is answered only the
+partitions with something new; FETCH_SESSION_ID_NOT_FOUND and INVALID_FETCH_SESSION_EPOCH otherwise.
+Followers use them (cluster/fetcher.py), so an idle partition costs a replica fetch next to nothing.
 Isolation (v4+): every partition reports its last stable offset (LSO: the first offset of its oldest open
 transaction, or the high watermark). read_committed reads only batches below the LSO and lists the aborted
 transactions (producer id, first offset) that overlap the returned range, from the partition's
@@ -36,10 +38,11 @@ Gaps: no preferred read replica (consumers read from leaders only); v15+ followe
 served as followers.
 """
 
-import asyncio
 import time
+from typing import NamedTuple
 
 from odradek.broker.core import RequestContext
+from odradek.broker.fetch_sessions import FetchSession, FetchSessionError, SessionPartition, TopicPartition
 from odradek.broker.leader_hints import LEADERSHIP_ERRORS, hint_leader, node_endpoints
 from odradek.broker.registry import handler
 from odradek.cluster.partition import ReplicationError
@@ -56,11 +59,31 @@ MAX_WAIT_CAP_MS = 30_000
 REGION_MIN_BYTES = 256 * 1024
 
 
+class Want(NamedTuple):
+    """One partition a fetch reads: as the request names it, or as its session holds it."""
+
+    topic: str | None  # None: not known here (answered with `missing`)
+    topic_id: bytes
+    index: int
+    fetch_offset: int
+    max_bytes: int
+    current_leader_epoch: int
+    missing: int
+    session_key: TopicPartition | None = None  # its key in the fetch session
+
+
 @handler(ApiKey.FETCH, 0, 17)
 async def fetch(ctx: RequestContext, request: dict) -> dict:
-    if request["session_id"] != 0:
-        return {"throttle_time_ms": 0, "error_code": ErrorCode.FETCH_SESSION_ID_NOT_FOUND, "session_id": 0, "responses": []}
-    body, size, keys = _build(ctx, request)
+    version = ctx.api_version
+    session = None
+    if version >= 7:
+        try:
+            session = ctx.broker.fetch_sessions.begin(request["session_id"], request["session_epoch"],
+                                                      privileged=version <= 14 and request["replica_id"] >= 0)
+        except FetchSessionError as exc:
+            return {"throttle_time_ms": 0, "error_code": exc.error_code, "session_id": 0, "responses": []}
+    wanted = _wanted(ctx, request, session)
+    entries, size, keys = _build(ctx, request, wanted)
     max_wait_s = min(max(request["max_wait_ms"], 0), MAX_WAIT_CAP_MS) / 1000.0
     deadline = time.monotonic() + max_wait_s
     while size < request["min_bytes"] and keys:
@@ -68,12 +91,84 @@ async def fetch(ctx: RequestContext, request: dict) -> dict:
         if remaining <= 0 or not ctx.connection.is_open:
             break
         await ctx.broker.wait_for_append(keys, remaining)
-        body, size, keys = _build(ctx, request)
+        entries, size, keys = _build(ctx, request, wanted)
+    if session is not None:
+        told = [(want, entry) for want, entry in entries if session.partitions[want.session_key].must_answer(entry)]
+        if request["session_epoch"] > 0:  # incremental: only what changed
+            entries = told
+        session.answered([want.session_key for want, entry in entries if entry["records"]])
+    leaders: set[int] = set()  # named in leader hints (KIP-951)
+    responses: list[dict] = []
+    for want, entry in entries:
+        if entry.pop("_hint", False) and version >= 12:
+            hint_leader(ctx.broker.metadata, entry, want.topic, want.index, leaders)
+        if not responses or responses[-1]["_key"] != (want.topic, want.topic_id):
+            responses.append({"_key": (want.topic, want.topic_id), "topic": want.topic or "",
+                              "topic_id": want.topic_id, "partitions": []})
+        responses[-1]["partitions"].append(entry)
+    for response in responses:
+        del response["_key"]
+    body = {"throttle_time_ms": 0, "error_code": 0, "session_id": session.id if session is not None else 0,
+            "responses": responses}
+    if leaders and version >= 16:
+        body["node_endpoints"] = node_endpoints(ctx.broker.metadata, leaders)
     return body
 
 
-def _build(ctx: RequestContext, request: dict) -> tuple[dict, int, list]:
-    """Return (response body, bytes of records in it, partitions worth waiting on)."""
+def _wanted(ctx: RequestContext, request: dict, session: FetchSession | None) -> list[Want]:
+    """The partitions to read: the request's, or (applying the request to it) the session's."""
+    metadata = ctx.broker.metadata
+    by_id = ctx.api_version >= 13
+    named = []
+    for topic in request["topics"]:
+        if by_id:
+            t = metadata.topic_by_id(topic["topic_id"])
+            name = t.name if t is not None else None
+        else:
+            name = topic["topic"]
+        for part in topic["partitions"]:
+            named.append((name, topic["topic_id"], part))
+    if session is None:
+        return [_want(ctx, name, topic_id, part["partition"], part["fetch_offset"], part["partition_max_bytes"],
+                      part["current_leader_epoch"]) for name, topic_id, part in named]
+    partitions = session.partitions
+    if request["session_epoch"] > 0:
+        for gone in request["forgotten_topics_data"] or ():
+            if by_id:
+                t = metadata.topic_by_id(gone["topic_id"])
+                name = t.name if t is not None else ""
+            else:
+                name = gone["topic"]
+            for index in gone["partitions"]:
+                partitions.pop((name, index), None)
+    for name, topic_id, part in named:
+        key = (name or "", part["partition"])
+        cached = partitions.get(key)
+        if cached is None:
+            partitions[key] = SessionPartition(name or "", topic_id, part["partition"], part["fetch_offset"],
+                                               part["partition_max_bytes"], part["current_leader_epoch"],
+                                               part["log_start_offset"])
+        else:
+            cached.update(part)
+    return [_want(ctx, p.topic or None, p.topic_id, p.index, p.fetch_offset, p.max_bytes, p.current_leader_epoch,
+                  key) for key, p in partitions.items()]
+
+
+def _want(ctx: RequestContext, name: str | None, topic_id: bytes, index: int, fetch_offset: int, max_bytes: int,
+          current_leader_epoch: int, session_key: TopicPartition | None = None) -> Want:
+    metadata = ctx.broker.metadata
+    if ctx.api_version >= 13:
+        missing = ErrorCode.UNKNOWN_TOPIC_ID
+    else:
+        missing = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+    if metadata.topic(name) is None:
+        name = name if ctx.api_version < 13 else None
+        return Want(name, topic_id, index, fetch_offset, max_bytes, current_leader_epoch, missing, session_key)
+    return Want(name, topic_id, index, fetch_offset, max_bytes, current_leader_epoch, ErrorCode.NONE, session_key)
+
+
+def _build(ctx: RequestContext, request: dict, wanted: list[Want]) -> tuple[list[tuple[Want, dict]], int, list]:
+    """Return ((want, response entry) per partition, bytes of records in them, partitions worth waiting on)."""
     broker = ctx.broker
     version = ctx.api_version
     remaining = min(request["max_bytes"] if version >= 3 else 0x7FFFFFFF, broker.config.int("fetch.max.bytes"))
@@ -83,62 +178,47 @@ def _build(ctx: RequestContext, request: dict) -> tuple[dict, int, list]:
     region_min = REGION_MIN_BYTES if magic == 2 else None
     total = 0
     keys = []
-    responses = []
-    leaders: set[int] = set()  # named in leader hints (KIP-951)
-    for topic in request["topics"]:
-        if version >= 13:
-            t = broker.metadata.topic_by_id(topic["topic_id"])
-            name = t.name if t is not None else None
-            missing = ErrorCode.UNKNOWN_TOPIC_ID
+    entries = []
+    for want in wanted:
+        index = want.index
+        if want.missing:
+            entries.append((want, _partition(index, want.missing)))
+            continue
+        name = want.topic
+        try:
+            partition = broker.replicas.leader_partition(name, index, want.current_leader_epoch)
+        except ReplicationError as exc:
+            refused = _partition(index, exc.error_code)
+            refused["_hint"] = exc.error_code in LEADERSHIP_ERRORS
+            entries.append((want, refused))
+            continue
+        plog = partition.log
+        if replica_id >= 0:
+            broker.replicas.follower_fetched(partition, replica_id, want.fetch_offset)
+            upper = None
         else:
-            name = topic["topic"]
-            t = broker.metadata.topic(name)
-            missing = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
-        partitions = []
-        for part in topic["partitions"]:
-            index = part["partition"]
-            if t is None:
-                partitions.append(_partition(index, missing))
-                continue
-            try:
-                partition = broker.replicas.leader_partition(name, index, part["current_leader_epoch"])
-            except ReplicationError as exc:
-                refused = _partition(index, exc.error_code)
-                if version >= 12 and exc.error_code in LEADERSHIP_ERRORS:
-                    hint_leader(broker.metadata, refused, name, index, leaders)
-                partitions.append(refused)
-                continue
-            plog = partition.log
-            if replica_id >= 0:
-                broker.replicas.follower_fetched(partition, replica_id, part["fetch_offset"])
-                upper = None
-            else:
-                upper = plog.last_stable_offset if read_committed else plog.high_watermark
-            lso = plog.last_stable_offset
-            entry = _partition(index, 0, plog.high_watermark, plog.log_start_offset, lso)
-            limit = min(part["partition_max_bytes"], remaining)
-            try:
-                data = plog.read(part["fetch_offset"], max(limit, 0), min_one_batch=(total == 0),
-                                 max_offset=upper, region_min_bytes=region_min)
-            except OffsetOutOfRangeError:
-                entry["error_code"] = ErrorCode.OFFSET_OUT_OF_RANGE
-                partitions.append(entry)
-                continue
-            if read_committed:
-                entry["aborted_transactions"] = _aborted(plog, part["fetch_offset"], data, lso)
-            if data and magic < 2:
-                data = legacy.downconvert(data, magic, part["fetch_offset"])
-            entry["records"] = data
-            size = sum(map(len, data)) if region_min is not None else len(data)
-            total += size
-            remaining -= size
-            keys.append((name, index))
-            partitions.append(entry)
-        responses.append({"topic": name if name is not None else "", "topic_id": topic["topic_id"], "partitions": partitions})
-    body = {"throttle_time_ms": 0, "error_code": 0, "session_id": 0, "responses": responses}
-    if leaders and version >= 16:
-        body["node_endpoints"] = node_endpoints(broker.metadata, leaders)
-    return body, total, keys
+            upper = plog.last_stable_offset if read_committed else plog.high_watermark
+        lso = plog.last_stable_offset
+        entry = _partition(index, 0, plog.high_watermark, plog.log_start_offset, lso)
+        limit = min(want.max_bytes, remaining)
+        try:
+            data = plog.read(want.fetch_offset, max(limit, 0), min_one_batch=(total == 0),
+                             max_offset=upper, region_min_bytes=region_min)
+        except OffsetOutOfRangeError:
+            entry["error_code"] = ErrorCode.OFFSET_OUT_OF_RANGE
+            entries.append((want, entry))
+            continue
+        if read_committed:
+            entry["aborted_transactions"] = _aborted(plog, want.fetch_offset, data, lso)
+        if data and magic < 2:
+            data = legacy.downconvert(data, magic, want.fetch_offset)
+        entry["records"] = data
+        size = sum(map(len, data)) if region_min is not None else len(data)
+        total += size
+        remaining -= size
+        keys.append((name, index))
+        entries.append((want, entry))
+    return entries, total, keys
 
 
 def _aborted(plog, fetch_offset: int, chunks: "list[bytes | FileRegion]", lso: int) -> list[dict]:
