@@ -22,11 +22,12 @@ from typing import Any, Iterator
 
 import pytest
 from confluent_kafka import KafkaError, Producer
+from confluent_kafka.admin import NewTopic
 
 from odradek.cluster import zk_layout as L
 from odradek.tools.cluster import ClusterView, read_metadata
 from odradek.tools.zookeeper import ZooKeeperEnsemble, ZooKeeperServer, zookeeper_unavailable
-from tests.cluster.checker import (ConsumerRecorder, History, LoadProducer, TransactionalLoadProducer,
+from tests.cluster.checker import (AckLedger, ConsumerRecorder, History, LoadProducer, TransactionalLoadProducer,
                                    check_history, read_partitions)
 from tests.cluster.common import REPLICATED, create_topic, full_isr
 from tests.cluster.conftest import Cluster
@@ -539,3 +540,76 @@ def test_disk_loss_broker_rebuilds_from_the_leaders_and_alone_holds_everything(c
                      producer_errors=ledger.errors)
     print(history)
     assert history.ok, str(history)
+
+
+# -- the last in-sync replica lost: clean and unclean elections -------------------------------------------
+
+def produce_acked(bootstrap: str, topics: list[str], prefix: str, count: int) -> dict[str, AckLedger]:
+    """`count` acks=all writes to partition 0 of each topic, all flushed; what was acknowledged, per topic."""
+    ledgers = {topic: AckLedger() for topic in topics}
+    producer = Producer({"bootstrap.servers": bootstrap, "acks": "all", "enable.idempotence": True,
+                         "linger.ms": 0, "message.timeout.ms": 30_000, "broker.address.family": "v4"})
+    for i in range(count):
+        for topic in topics:
+            producer.produce(topic, value=f"{prefix}-{i}".encode(), partition=0, on_delivery=ledgers[topic].delivery)
+    assert producer.flush(45) == 0
+    for topic, ledger in ledgers.items():
+        assert len(ledger.acked) == count, f"{topic}: {ledger.errors[:3]}"
+    return ledgers
+
+
+@pytest.mark.timeout(175)
+def test_last_in_sync_replica_lost_clean_topics_wait_unclean_topics_lose_writes(cluster_factory, topic_name):
+    """The ISR shrinks to the leader alone (min.insync.replicas 1, so acks=all goes on with it), then the leader
+    dies too and the two out-of-sync replicas come back. A topic with unclean.leader.election.enable false
+    stays offline (no leader) rather than lose anything, and gets its leader back, with every acknowledged
+    write, when the last in-sync replica returns. A topic with it true is led again at once by a replica
+    that lacks the writes made while it was away: they are lost, and the returning old leader truncates
+    them from its own log. This is Kafka's trade, and the one unclean elections are off by default for."""
+    cluster = cluster_factory(3, settings=REPLICATED).start()
+    cluster.wait_ready()
+    clean, unclean = topic_name + "-clean", topic_name + "-unclean"
+    admin = cluster.admin()
+    for name, allowed in ((clean, "false"), (unclean, "true")):
+        admin.create_topics([NewTopic(name, num_partitions=1, replica_assignment=[[1, 2, 3]],
+                                      config={"min.insync.replicas": "1",
+                                              "unclean.leader.election.enable": allowed})])[name].result(30)
+        wait_until(lambda: full_isr(cluster, name, 1), timeout=30, message=f"{name} fully in sync")
+    topics = [clean, unclean]
+    before = produce_acked(cluster.bootstrap, topics, "before", 50)
+
+    kill_at_once(cluster, [2, 3])
+    wait_until(lambda: all(list(view(cluster, 1).partition(t, 0).isr) == [1] for t in topics), timeout=40,
+               message="broker 1 alone in both ISRs")
+    during = produce_acked(cluster.broker(1).bootstrap, topics, "during", 50)  # held by broker 1 alone
+    cluster.kill(1)
+    for b in (2, 3):
+        cluster.broker(b).start()
+    # the unclean topic is led again by a replica that was out of sync
+    wait_until(lambda: view(cluster, 2).partition(unclean, 0).leader in (2, 3), timeout=40,
+               message=f"{unclean}: an unclean leader elected")
+    # ...while the clean one has none, and keeps having none, with both of its other replicas alive
+    for _ in range(6):
+        assert view(cluster, 2).partition(clean, 0).leader == -1
+        time.sleep(0.5)
+    unclean_read = read_partitions(f"{cluster.broker(2).bootstrap},{cluster.broker(3).bootstrap}", unclean, 1)
+    values = {v for _, v in unclean_read[0]}
+    assert {v for _, _, v in before[unclean].acked} <= values
+    assert not values & {v for _, _, v in during[unclean].acked}, "the out-of-sync replica had the ISR's writes"
+    after = produce_acked(cluster.bootstrap, [unclean], "after", 20)  # the new leader takes writes
+
+    offset = log_offset(cluster, 1)
+    cluster.broker(1).start()
+    wait_until(lambda: view(cluster).partition(clean, 0).leader == 1, timeout=40,
+               message=f"{clean}: led again by its last in-sync replica")
+    wait_until(lambda: full_isr(cluster, clean, 1) and full_isr(cluster, unclean, 1), timeout=60,
+               message="both topics fully in sync again")
+    history = report(before[clean].acked + during[clean].acked, read_partitions(cluster.bootstrap, clean, 1))
+    print(history)
+    assert history.ok, str(history)
+    # the unclean topic: what broker 1 alone held is gone everywhere, broker 1 included
+    assert f"{unclean}-0: truncating from" in log_since(cluster, 1, offset)
+    history = report(before[unclean].acked + during[unclean].acked + after[unclean].acked,
+                     read_partitions(cluster.bootstrap, unclean, 1))
+    assert sorted(v for _, _, v in history.lost) == sorted(v for _, _, v in during[unclean].acked)
+    assert not history.duplicated and not history.reordered
