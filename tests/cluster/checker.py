@@ -333,6 +333,11 @@ class TransactionalLoadProducer:
         self._retrying(self._producer.commit_transaction)
 
     def _abort(self) -> None:
+        # Every record is delivered (written, not yet visible) before the abort: librdkafka sends EndTxn as soon
+        # as an AddPartitionsToTxn has been sent, not answered, so an abort right after the first records can
+        # reach the coordinator before the partitions are registered and fail fatally with INVALID_TXN_STATE,
+        # as it does against Kafka (librdkafka issue #4849). A delivery proves the registration.
+        self._producer.flush(60)
         self._retrying(self._producer.abort_transaction)
 
     @staticmethod

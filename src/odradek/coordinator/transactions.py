@@ -306,6 +306,8 @@ class TransactionCoordinator:
             return 0
         if m.state == (S.COMPLETE_COMMIT if commit else S.COMPLETE_ABORT):
             return 0  # a retry of an EndTxn whose reply was lost
+        log.info("transaction %r: EndTxn(%s) in state %s: INVALID_TXN_STATE", txn_id,
+                 "commit" if commit else "abort", m.state.name)
         return ErrorCode.INVALID_TXN_STATE
 
     async def _end(self, current: TxnMetadata, commit: bool, fence: bool) -> bool:
