@@ -1,11 +1,13 @@
 #!/usr/bin/env bash
-# Installs the Debian packages the tests drive: kcat, a JDK (javac) for the Java client harness, and
-# ZooKeeper (its jars in /usr/share/java) for cluster mode and the cluster tests.
+# Installs the Debian packages the tests drive: kcat, a JDK (javac) for the Java client harness, ZooKeeper
+# (its jars in /usr/share/java) for cluster mode and the cluster tests, and iproute2 (`ip`), with which the
+# fault tests make network namespaces.
 set -euo pipefail
 missing=()
 command -v kcat >/dev/null 2>&1 || missing+=(kcat)
 command -v javac >/dev/null 2>&1 || missing+=(default-jdk-headless)
 [ -f /usr/share/java/zookeeper.jar ] || missing+=(zookeeper)
+command -v ip >/dev/null 2>&1 || missing+=(iproute2)
 [ ${#missing[@]} -eq 0 ] && exit 0
 sudo=""
 if [ "$(id -u)" -ne 0 ]; then
