@@ -491,6 +491,27 @@ def test_serve_and_groups(plain_venv: Venv, broker_from) -> None:
     assert_no_crash(broker.output(), "odradek serve")
 
 
+def test_cluster_commands(plain_venv: Venv, broker_from, tmp_path: Path) -> None:
+    """`odradek cluster describe` and `reassign` from the wheel, against the wheel's own single node (a cluster
+    of one): DescribeCluster, Metadata, DescribeLogDirs and ListPartitionReassignments through the installed
+    confluent-kafka and codec; `cluster run` needs ZooKeeper, so only its help page here."""
+    broker = broker_from(plain_venv)
+    topic = "wheel-cluster"
+    produce_one(broker.bootstrap, topic, b"k", b"v")
+    out = plain_venv.cli("cluster", "describe", "--bootstrap", broker.bootstrap)
+    assert "controller" in out and topic in out, out
+    assert re.search(rf"\b{topic}\b.*\b0\b", out), out
+    assert re.search(r"\d+(\.\d)? (B|KiB|MiB)", out), f"no log size from DescribeLogDirs:\n{out}"
+    out = plain_venv.cli("cluster", "reassign", "--list", "--bootstrap", broker.bootstrap)
+    assert "0 reassignment(s) in progress." in out, out
+    topics = tmp_path / "topics.json"
+    topics.write_text(json.dumps({"version": 1, "topics": [{"topic": topic}]}))
+    out = plain_venv.cli("cluster", "reassign", "--generate", "--topics-to-move-json-file", str(topics),
+                         "--broker-list", "0", "--bootstrap", broker.bootstrap)
+    assert "Proposed partition reassignment configuration" in out and f'"{topic}"' in out, out
+    assert "usage:" in plain_venv.cli("cluster", "run", "--help")
+
+
 def test_pipeline_help_without_spark_extra(plain_venv: Venv) -> None:
     """Without the extra, the pipeline must say so and fail, not offer a help page for a command that
     cannot run."""
