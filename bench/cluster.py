@@ -61,6 +61,7 @@ PLAN = [(size, PARTITIONS, "all", True) for size in SIZES]  # (size, partitions,
 FAILOVER_RATE = 1000  # records/s from the failover producer: a delivery report every ms while the partition is served
 READY_TIMEOUT_S = 30.0
 SETTLE_S = 0.5  # after the partition is served again, keep producing this long before the trial ends
+STEADY_TIMEOUT_S = 15.0  # a trial's producer must be acknowledged steadily within this before the fault
 SINGLE, CLUSTER = "single", "cluster"
 TITLES = {SINGLE: "odradek single node, acks=all", CLUSTER: f"odradek cluster: {BROKERS} brokers, RF {BROKERS}, acks=all"}
 
@@ -266,6 +267,17 @@ class AckRecorder:
         """True once a record sent after `after` has been acknowledged."""
         return any(err is None and s > after for s, _, err in self.reports[-200:])
 
+    def wait_steady(self, timeout: float = STEADY_TIMEOUT_S) -> None:
+        """Wait until the producer has run a second and a record sent in the last half second has been
+        acknowledged (a new topic's leader takes a moment to be found and to serve); RuntimeError after
+        `timeout`."""
+        start = time.monotonic()
+        time.sleep(1.0)
+        while not self.acked(time.monotonic() - 0.5):
+            if time.monotonic() - start > timeout:
+                raise RuntimeError(f"the producer got no steady acknowledgements within {timeout:.0f} s")
+            time.sleep(0.05)
+
     def stop(self) -> list[tuple[float, float, str | None]]:
         self._stop.set()
         self._thread.join()
@@ -295,9 +307,7 @@ def failover_trial(cluster: Cluster, how: str, number: int, controller: int) -> 
     rec = AckRecorder(cluster.bootstrap, topic, FAILOVER_RATE)
     proc = cluster.brokers[victim]
     try:
-        time.sleep(1.0)
-        if not rec.acked(time.monotonic() - 0.5):
-            raise RuntimeError("the producer got no acknowledgement in its first second")
+        rec.wait_steady()
         cap_s = SESSION_TIMEOUT_MS / 1000 + 30.0
         watch = cluster.brokers[controller].port
         t_signal = time.monotonic()
@@ -635,7 +645,7 @@ def render(result: dict) -> str:
     w(f"Failover: on a fresh cluster, {result['trials']} trials of each kind, alternating; zookeeper.session.timeout.ms="
       f"{SESSION_TIMEOUT_MS}. An idempotent acks=all producer (linger.ms=0, librdkafka's defaults otherwise) sends "
       f"{result['failover_rate']:,} records/s to a one-partition topic (replication factor 3, created for the trial "
-      "with a broker other than the controller as its leader); a second after it starts, that leader gets the "
+      "with a broker other than the controller as its leader); once it has run a second and is being acknowledged, that leader gets the "
       "signal. A trial's figure is the longest time from the signal on without a delivery report (median, lowest "
       "and highest trial); the row below it, from the signal until the controller's own Metadata answer (asked every "
       "5 ms) names another leader: the brokers' part, without the client's. The victim restarts on its port and "
