@@ -511,7 +511,7 @@ def test_disk_loss_broker_rebuilds_from_the_leaders_and_alone_holds_everything(c
     load = LoadProducer(cluster.bootstrap, topic_name, 3).start()
     load.wait_acked(500)
     victim = next(b for b in cluster.ids if b != view(cluster).controller_id)
-    epochs = {p: s.leader_epoch for p, s in zk_partition_states(cluster, topic_name, 3).items()}
+    versions = {p: s.zk_version for p, s in zk_partition_states(cluster, topic_name, 3).items()}
     if how == "stopped":
         assert cluster.stop(victim) == 0
     else:
@@ -522,9 +522,10 @@ def test_disk_loss_broker_rebuilds_from_the_leaders_and_alone_holds_everything(c
     acked = load.ledger.count()
     load.wait_acked(acked + 300)  # written while it is gone: it must copy those too
     cluster.broker(victim).start()
-    # back in every ISR after having been taken out of it (each removal bumps the leader epoch): an ISR
-    # naming it only because the controller has not yet heard of its death would not do
-    wait_until(lambda: all(victim in s.isr and s.leader_epoch > epochs[p]
+    # back in every ISR after having been taken out of it, by the controller or by the leader (the state
+    # znode written at least twice since: out, then in): an ISR naming it only because nobody has noticed
+    # its death yet would not do
+    wait_until(lambda: all(victim in s.isr and s.zk_version >= versions[p] + 2
                            for p, s in zk_partition_states(cluster, topic_name, 3).items()),
                timeout=60, message=f"broker {victim} out of every ISR and back in")
     wait_until(lambda: in_every_isr(cluster, victim), timeout=30, message=f"broker {victim} in every ISR's metadata")
