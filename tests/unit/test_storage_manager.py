@@ -67,8 +67,11 @@ def test_create_load_all_and_clean_shutdown(tmp_path: Path) -> None:
 
 def test_unclean_start_recovers_every_log(tmp_path: Path) -> None:
     manager = LogManager(tmp_path, LogConfig())
-    append(manager.create("t", 0), make_batch(3))
-    # no close: the marker is never written
+    first = manager.create("t", 0)
+    append(first, make_batch(3))
+    # The process dies once its writes are on disk: no close, so the marker is never written. Waiting for the
+    # flusher first keeps its jobs (the leader epoch checkpoint) from racing the second manager's.
+    first.flush()
     log_file = tmp_path / "t-0" / "00000000000000000000.log"
     with open(log_file, "ab") as f:
         f.write(make_batch(1)[:25])
