@@ -29,7 +29,9 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="odradek", description="A Kafka-compatible streaming broker.")
     sub = parser.add_subparsers(dest="command", required=True)
     serve = sub.add_parser("serve", help="run the broker")
-    serve.add_argument("--listen", type=parse_host_port, default=("127.0.0.1", 9092), metavar="HOST:PORT")
+    serve.add_argument("--listen", type=parse_host_port, default=None, metavar="HOST:PORT",
+                       help="one PLAINTEXT listener (default 127.0.0.1:9092); for several, or TLS, set the "
+                            "listeners property instead")
     serve.add_argument("--data-dir", type=Path, default=Path("data"), metavar="DIR")
     serve.add_argument("--advertise", type=parse_host_port, default=None, metavar="HOST:PORT",
                        help="address clients are told to connect to (default: the listen address)")
@@ -96,23 +98,25 @@ def cmd_serve(args: argparse.Namespace) -> int:
     keep_freed_memory()
 
     load_handlers()
-    host, port = args.listen
-    adv_host, adv_port = args.advertise or (host if host not in ("0.0.0.0", "::") else "127.0.0.1", port)
     from odradek.cluster import ClusterError
+    from odradek.net.listeners import listener_setup
+    from odradek.net.tls import tls_listeners
 
     try:
-        broker = Broker(config, args.data_dir, adv_host, adv_port)
-    except ClusterError as exc:
+        listeners = listener_setup(config, args.listen, args.advertise)
+        tls = tls_listeners(config, listeners)
+        broker = Broker(config, args.data_dir, listeners)
+    except (ClusterError, ConfigError) as exc:
         print(f"odradek: configuration error: {exc}", file=sys.stderr)
         return 2
     broker.load()
     try:
-        run(serve(broker, host, port))
+        run(serve(broker, tls))
     except ClusterError as exc:
         print(f"odradek: cannot join the cluster: {exc}", file=sys.stderr)
         return 1
     except OSError as exc:
-        print(f"odradek: cannot listen on {host}:{port}: {exc}", file=sys.stderr)
+        print(f"odradek: cannot listen on {', '.join(map(str, listeners.bind))}: {exc}", file=sys.stderr)
         broker.close()
         return 1
     return 0

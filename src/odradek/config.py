@@ -134,8 +134,33 @@ BROKER_PROPERTIES: dict[str, Property] = {
         Property("offsets.topic.replication.factor", _parse_int, 3, _at_least(1)),
         Property("transaction.state.log.replication.factor", _parse_int, 3, _at_least(1)),
         Property("transaction.state.log.min.isr", _parse_int, 2, _at_least(1)),
+        # -- listeners (net/listeners.py) and TLS (net/tls.py); `listener.name.<name>.<ssl.*>` overrides a
+        # TLS property for one listener --
+        Property("listeners", str, ""),
+        Property("advertised.listeners", str, ""),
+        Property("listener.security.protocol.map", str, ""),
+        Property("inter.broker.listener.name", str, ""),
+        Property("security.inter.broker.protocol", str, "PLAINTEXT"),
+        Property("ssl.keystore.type", str, "PEM"),
+        Property("ssl.keystore.location", str, ""),
+        Property("ssl.key.password", str, ""),
+        Property("ssl.truststore.type", str, "PEM"),
+        Property("ssl.truststore.location", str, ""),
+        Property("ssl.client.auth", str, "none", lambda v: v in ("none", "requested", "required")),
+        Property("ssl.enabled.protocols", str, "TLSv1.2,TLSv1.3"),
+        Property("ssl.cipher.suites", str, ""),
+        Property("ssl.principal.mapping.rules", str, "DEFAULT"),
+        Property("ssl.endpoint.identification.algorithm", str, "https"),
     ]
 }
+
+
+def _listener_override(key: str) -> tuple[str, str] | None:
+    """(LISTENER, property) of a `listener.name.<listener>.<property>` key, else None."""
+    if not key.startswith("listener.name."):
+        return None
+    listener, _, rest = key[len("listener.name."):].partition(".")
+    return (listener.upper(), rest) if listener and rest else None
 
 
 class BrokerConfig:
@@ -144,13 +169,21 @@ class BrokerConfig:
     def __init__(self, values: dict[str, str] | None = None) -> None:
         self.raw: dict[str, str] = {}
         self._parsed: dict[str, object] = {}
+        self._listener_overrides: dict[tuple[str, str], object] = {}  # (LISTENER, key): value
         for key, value in (values or {}).items():
             self.set(key, value)
 
     def set(self, key: str, value: str) -> None:
         key = key.strip()
-        prop = BROKER_PROPERTIES.get(key)
+        listener_key = _listener_override(key)
+        prop = BROKER_PROPERTIES.get(listener_key[1] if listener_key else key)
         self.raw[key] = value
+        if listener_key is not None and prop is not None:
+            parsed = prop.parse(value)
+            if not prop.check(parsed):
+                raise ConfigError(f"invalid value {value!r} for {key}")
+            self._listener_overrides[listener_key] = parsed
+            return
         if prop is None:
             log.warning("ignoring unknown broker property %s", key)
             return
@@ -166,6 +199,10 @@ class BrokerConfig:
 
     def int(self, key: str) -> int:
         return int(self.get(key))  # type: ignore[arg-type]
+
+    def for_listener(self, listener: str, key: str) -> object:
+        """``key`` as `listener.name.<listener>.<key>` sets it for that listener, else as set for all."""
+        return self._listener_overrides.get((listener.upper(), key), self.get(key))
 
     @property
     def node_id(self) -> int:

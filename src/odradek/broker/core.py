@@ -31,6 +31,7 @@ from odradek.coordinator import OFFSETS_TOPIC, Coordinator
 from odradek.coordinator.persistence import OffsetsTopicLog, partition_for
 from odradek.coordinator.transactions import TXN_TOPIC, TransactionCoordinator
 from odradek.net.connection import CloseConnection, Slot
+from odradek.net.listeners import ListenerSetup
 from odradek.protocol import codec
 from odradek.protocol.api_keys import ApiKey
 from odradek.protocol.errors import ErrorCode
@@ -61,12 +62,11 @@ class Broker:
     LocalController of a single node, or the ZooKeeper cluster member when `zookeeper.connect` is set.
     `admin` is how that cluster carries out topic administration (cluster/admin.py)."""
 
-    def __init__(self, config: BrokerConfig, data_dir: Path, advertised_host: str, advertised_port: int) -> None:
+    def __init__(self, config: BrokerConfig, data_dir: Path, listeners: ListenerSetup) -> None:
         self.config = config
         self.data_dir = data_dir
         self.node_id = config.node_id
-        self.advertised_host = advertised_host
-        self.advertised_port = advertised_port
+        self.listeners = listeners  # ports of 0 are filled in by listening_on
         # Cut off from the cluster (cluster/member.py): client connections are closed and refused, so that
         # clients ask the other brokers, which know who leads now. The listener sets drop_connections.
         self.fenced = False
@@ -117,11 +117,10 @@ class Broker:
         """Leave the cluster before closing (cluster mode: controlled shutdown, deregistration)."""
         await self.cluster.shutdown()
 
-    def listening_on(self, host: str, port: int) -> None:
-        """The listener is bound (a port 0 listen learns its port here)."""
-        if self.advertised_port == 0:
-            self.advertised_port = port
-        self.cluster.advertise(self.advertised_host, self.advertised_port)
+    def listening_on(self, ports: dict[str, int]) -> None:
+        """The listeners are bound, on these ports (a port 0 listener learns its port here)."""
+        self.listeners = self.listeners.with_bound_ports(ports)
+        self.cluster.advertise(self.listeners)
 
     def _build_coordinator(self) -> Coordinator:
         partitions = self.cluster.partition_count(OFFSETS_TOPIC, self.config.int("offsets.topic.num.partitions"))

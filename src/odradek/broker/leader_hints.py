@@ -24,11 +24,7 @@ def hint_leader(metadata: MetadataCache, part: dict, topic: str | None, index: i
     leaders.add(info.leader)
 
 
-def node_endpoints(metadata: MetadataCache, leaders: set[int]) -> list[dict]:
-    """The `node_endpoints` entries of the hinted leaders this broker has an address for."""
-    out = []
-    for node_id in sorted(leaders):
-        info = metadata.brokers.get(node_id)
-        if info is not None:
-            out.append({"node_id": node_id, "host": info.host, "port": info.port, "rack": info.rack})
-    return out
+def node_endpoints(metadata: MetadataCache, leaders: set[int], listener: str) -> list[dict]:
+    """The `node_endpoints` entries of the hinted leaders this broker has an address for on ``listener``."""
+    return [{"node_id": info.node_id, "host": host, "port": port, "rack": info.rack}
+            for info, host, port in metadata.endpoints(listener) if info.node_id in leaders]

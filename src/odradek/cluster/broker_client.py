@@ -18,6 +18,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import socket
+import ssl
 import struct
 from typing import Any
 
@@ -72,11 +73,13 @@ class _ResponseReader(asyncio.BufferedProtocol):
 
 class BrokerClient:
     def __init__(self, node_id: int, host: str, port: int, client_id: str,
-                 connect_timeout_s: float = 5.0) -> None:
+                 connect_timeout_s: float = 5.0, tls: ssl.SSLContext | None = None) -> None:
         self.node_id = node_id
         self.host = host
         self.port = port
         self.client_id = client_id
+        self.tls = tls  # the inter-broker listener uses TLS
+        self._tls_error = ""
         self.connect_timeout_s = connect_timeout_s
         self._protocol: _ResponseReader | None = None
         self._connecting: asyncio.Future | None = None
@@ -127,7 +130,16 @@ class BrokerClient:
         loop = asyncio.get_running_loop()
         try:
             transport, protocol = await asyncio.wait_for(
-                loop.create_connection(lambda: _ResponseReader(self), self.host, self.port), self.connect_timeout_s)
+                loop.create_connection(lambda: _ResponseReader(self), self.host, self.port, ssl=self.tls,
+                                       server_hostname=self.host if self.tls is not None else None),
+                self.connect_timeout_s)
+        except ssl.SSLError as exc:
+            # a certificate or protocol mismatch is the operator's to fix: logged, once while it lasts
+            if str(exc) != self._tls_error:
+                self._tls_error = str(exc)
+                log.warning("TLS handshake with broker %d at %s:%d failed: %s", self.node_id, self.host, self.port,
+                            exc)
+            raise BrokerUnavailable(f"TLS handshake with broker {self.node_id} failed: {exc}") from None
         except (OSError, asyncio.TimeoutError) as exc:
             raise BrokerUnavailable(f"cannot connect to broker {self.node_id} at {self.host}:{self.port}: {exc}") from None
         self._protocol = protocol

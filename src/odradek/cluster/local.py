@@ -21,6 +21,7 @@ from odradek.cluster.replica_manager import PartitionStateChange
 from odradek.cluster.topics import Topic, TopicRegistry
 from odradek.coordinator import internal_topics
 from odradek.coordinator.producer_ids import ProducerIdManager
+from odradek.net.listeners import ListenerSetup
 from odradek.protocol.errors import ErrorCode
 
 if TYPE_CHECKING:
@@ -57,7 +58,7 @@ class LocalController:
             if self.registry.get(name) is None:
                 log.warning("removing partition directories of unknown topic %s", name)
                 broker.logs.delete_topic(name)
-        self.advertise(broker.advertised_host, broker.advertised_port)
+        self.advertise(broker.listeners)
         for topic in self.registry.all():
             self._publish(topic, 0)
         for name, partitions, configs in internal_topics(broker.config):
@@ -75,8 +76,11 @@ class LocalController:
             if internal == name and self.registry.get(name) is None:
                 self.create_topic_now(name, partitions, configs)
 
-    def advertise(self, host: str, port: int) -> None:
-        self.broker.metadata.set_brokers([BrokerInfo(self.broker.node_id, host, port)], self.broker.node_id)
+    def advertise(self, listeners: ListenerSetup) -> None:
+        own = listeners.advertised_listener(listeners.inter_broker)
+        endpoints = tuple((a.name, a.host, a.port) for a in listeners.advertised)
+        info = BrokerInfo(self.broker.node_id, own.host, own.port, self.broker.config.get("broker.rack"), endpoints)
+        self.broker.metadata.set_brokers([info], self.broker.node_id)
 
     def _publish(self, topic: Topic, first_new: int) -> None:
         broker = self.broker

@@ -51,6 +51,8 @@ from odradek.cluster.topics import Topic
 from odradek.cluster.zk import (BadVersionError, ConnectionLoss, NodeExistsError, NoNodeError, SessionExpiredError,
                                 ZkClient)
 from odradek.cluster.zk_admin import ZkAdmin
+from odradek.net.listeners import ListenerSetup
+from odradek.net.tls import client_context
 from odradek.protocol.api_keys import ApiKey
 from odradek.protocol.errors import ErrorCode
 from odradek.storage.loader import write_file_atomically
@@ -81,7 +83,11 @@ class ClusterMember:
         self.broker_epoch = -1
         self.controller: Controller | None = None
         self.admin = ZkAdmin(self)
-        self._endpoint: L.Endpoint | None = None
+        self._endpoints: tuple[L.Endpoint, ...] = ()  # every advertised listener, registered in ZooKeeper
+        # other brokers are reached on the inter-broker listener, with TLS if it uses it
+        inter_broker = broker.listeners.advertised_listener(broker.listeners.inter_broker)
+        self.inter_broker_listener = inter_broker.name
+        self.inter_broker_tls = client_context(config, inter_broker.name) if inter_broker.uses_tls else None
         self._clients: dict[tuple[int, str], BrokerClient] = {}
         # addresses of leaders LeaderAndIsr named before UpdateMetadata listed them
         self._leader_addresses: dict[int, tuple[str, int]] = {}
@@ -123,8 +129,8 @@ class ClusterMember:
     def is_controller(self) -> bool:
         return self.controller is not None and self.controller.active
 
-    def advertise(self, host: str, port: int) -> None:
-        self._endpoint = L.Endpoint("PLAINTEXT", host, port)
+    def advertise(self, listeners: ListenerSetup) -> None:
+        self._endpoints = tuple(L.Endpoint(a.name, a.host, a.port, a.security_protocol) for a in listeners.advertised)
 
     def create_internal_topic(self, name: str) -> None:
         self.admin.create_internal_topic(name)
@@ -180,7 +186,7 @@ class ClusterMember:
 
     async def _register(self) -> None:
         """Create /brokers/ids/ID; wait out a registration of an earlier session of ours (a crashed process)."""
-        reg = L.BrokerRegistration(self.broker_id, (self._endpoint,), self.broker.config.get("broker.rack"))
+        reg = L.BrokerRegistration(self.broker_id, self._endpoints, self.broker.config.get("broker.rack"))
         path = L.broker_path(self.broker_id)
         deadline = time.monotonic() + self.session_timeout_ms / 1000.0 + 10.0
         while True:
@@ -197,8 +203,8 @@ class ClusterMember:
                          self.broker_id)
                 await asyncio.sleep(0.5)
         self.broker_epoch = (await self.zk.get(path))[1].czxid
-        log.info("broker %d registered at %s (epoch %d)", self.broker_id, self._endpoint.connection_string(),
-                 self.broker_epoch)
+        log.info("broker %d registered at %s (epoch %d)", self.broker_id,
+                 ", ".join(e.connection_string() for e in self._endpoints), self.broker_epoch)
 
     # -- the controller election --------------------------------------------------------------------------
 
@@ -215,7 +221,8 @@ class ClusterMember:
         self._start_controller()
 
     def _start_controller(self) -> None:
-        controller = Controller(self.broker_id, self.zk, self.broker.config, self._controller_stopped)
+        controller = Controller(self.broker_id, self.zk, self.broker.config, self._controller_stopped,
+                                self.inter_broker_listener, self.inter_broker_tls)
         self.controller = controller
         controller.start()
 
@@ -539,7 +546,8 @@ class ClusterMember:
         address = (info.host, info.port) if info is not None else self._leader_addresses.get(node_id)
         if address is None:
             return None
-        return BrokerClient(node_id, address[0], address[1], f"broker-{self.broker_id}-{purpose}")
+        return BrokerClient(node_id, address[0], address[1], f"broker-{self.broker_id}-{purpose}",
+                            tls=self.inter_broker_tls)
 
     def client_for(self, node_id: int, purpose: str) -> BrokerClient | None:
         """A connection to ``node_id`` kept for one purpose (markers, verifications, ...)."""

@@ -28,12 +28,24 @@ LEADER_DURING_DELETE = -2
 
 @dataclass(frozen=True)
 class BrokerInfo:
+    """A live broker. ``host`` and ``port`` are its inter-broker listener's (other brokers reach it there);
+    ``endpoints`` every listener's (listener, host, port), which clients are told according to the listener
+    they came in on."""
+
     node_id: int
     host: str
     port: int
     rack: str | None = None
-    listener: str = "PLAINTEXT"
-    security_protocol: int = 0
+    endpoints: tuple[tuple[str, str, int], ...] = ()
+
+    def address(self, listener: str) -> tuple[str, int] | None:
+        """Where a client of ``listener`` reaches this broker (None: the broker has no such listener)."""
+        if not self.endpoints:
+            return self.host, self.port
+        for name, host, port in self.endpoints:
+            if name == listener:
+                return host, port
+        return None
 
 
 @dataclass
@@ -73,6 +85,16 @@ class MetadataCache:
 
     def has_partition(self, topic: str, index: int) -> bool:
         return (topic, index) in self._partitions
+
+    def endpoints(self, listener: str) -> list[tuple[BrokerInfo, str, int]]:
+        """The live brokers that have ``listener``, by node id, with their (host, port) on it."""
+        out = []
+        for node_id in sorted(self.brokers):
+            info = self.brokers[node_id]
+            address = info.address(listener)
+            if address is not None:
+                out.append((info, address[0], address[1]))
+        return out
 
     def leader_of(self, topic: str, index: int) -> BrokerInfo | None:
         info = self._partitions.get((topic, index))

@@ -142,10 +142,6 @@ class Endpoint:
         return f"{self.listener}://{host}:{self.port}"
 
 
-# Kafka's SecurityProtocol ids, as UpdateMetadata carries them.
-SECURITY_PROTOCOL_IDS = {"PLAINTEXT": 0, "SSL": 1, "SASL_PLAINTEXT": 2, "SASL_SSL": 3}
-
-
 @dataclass(frozen=True)
 class BrokerRegistration:
     broker_id: int
@@ -159,6 +155,9 @@ class BrokerRegistration:
             if listener is None or endpoint.listener == listener:
                 return endpoint
         raise KeyError(f"broker {self.broker_id} has no listener {listener}")
+
+    def has_listener(self, listener: str) -> bool:
+        return any(endpoint.listener == listener for endpoint in self.endpoints)
 
 
 def encode_broker(reg: BrokerRegistration) -> bytes:

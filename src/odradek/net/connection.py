@@ -20,6 +20,11 @@ to the socket's fd directly, not through the transport, once the transport's own
 connection stays muted until its last byte is out, so nothing else is written meanwhile. Waiting for the
 socket to take more uses a duplicate of its fd, because event loops refuse a writer on a transport's own
 fd. This works alike on asyncio's selector loop and on uvloop (whose loop.sendfile is not implemented).
+On a TLS listener the bytes must pass through the encryption in user space: regions are read (pread) and
+written through the transport like any other response, whose flow control then applies.
+
+Each connection knows its listener (Metadata answers with that listener's endpoints) and its principal:
+`User:ANONYMOUS`, or from a client certificate on a TLS listener (net/tls.py).
 
 Not thread-safe; owned by the event loop.
 """
@@ -33,6 +38,8 @@ import socket
 from typing import Protocol, Union
 
 from odradek.net.framing import FrameReader, FrameTooLarge
+from odradek.net.listeners import Listener
+from odradek.net.tls import ANONYMOUS, TlsListener
 
 log = logging.getLogger(__name__)
 
@@ -50,8 +57,12 @@ class Dispatcher(Protocol):
 
 
 class KafkaConnection(asyncio.BufferedProtocol):
-    def __init__(self, dispatcher: Dispatcher, max_request_bytes: int) -> None:
+    def __init__(self, dispatcher: Dispatcher, max_request_bytes: int, listener: Listener | None = None,
+                 tls: TlsListener | None = None) -> None:
         self._dispatcher = dispatcher
+        self.listener = listener.name if listener is not None else "PLAINTEXT"
+        self._tls = tls
+        self.principal = ANONYMOUS
         self._frames = FrameReader(max_request_bytes)
         self._outstanding: asyncio.Future | None = None  # a handler's response, or a send with sendfile
         self._transport: asyncio.Transport | None = None
@@ -71,6 +82,8 @@ class KafkaConnection(asyncio.BufferedProtocol):
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         peer = transport.get_extra_info("peername")
         self.peer = f"{peer[0]}:{peer[1]}" if peer else "?"
+        if self._tls is not None:
+            self.principal = self._tls.principal(transport.get_extra_info("ssl_object"))
 
     def get_buffer(self, sizehint: int) -> memoryview:
         return self._frames.get_buffer()
@@ -155,8 +168,16 @@ class KafkaConnection(asyncio.BufferedProtocol):
         if response is not None and self.is_open:
             if isinstance(response, list):
                 if not all(isinstance(part, _BYTES) for part in response):
-                    self._hold(asyncio.ensure_future(self._send_parts(response)), self._on_sent)
-                    return
+                    if self._tls is not None:
+                        try:
+                            response = [p if isinstance(p, _BYTES) else p.read() for p in response]
+                        except (OSError, ValueError) as exc:  # a segment deleted since the response was built
+                            log.info("closing %s: %s", self.peer, exc)
+                            self.close()
+                            return
+                    else:
+                        self._hold(asyncio.ensure_future(self._send_parts(response)), self._on_sent)
+                        return
                 # uvloop writes the parts with one writev, without joining them first
                 self._transport.writelines(response)
             else:

@@ -1,4 +1,5 @@
-"""The listener: accepts connections, runs the periodic maintenance tick, and shuts down cleanly on signals."""
+"""The listeners: accept connections (one server per listener, TLS on SSL listeners), run the periodic
+maintenance tick (which also reloads changed certificates), and shut down cleanly on signals."""
 
 from __future__ import annotations
 
@@ -9,6 +10,8 @@ import sys
 
 from odradek.broker.core import Broker
 from odradek.net.connection import KafkaConnection
+from odradek.net.listeners import Listener
+from odradek.net.tls import TlsListener
 
 log = logging.getLogger(__name__)
 
@@ -16,15 +19,18 @@ READY_MARKER = "odradek: accepting connections on"
 TICK_INTERVAL_S = 1.0
 
 
-async def serve(broker: Broker, host: str, port: int) -> None:
+async def serve(broker: Broker, tls: dict[str, TlsListener]) -> None:
+    """Serve ``broker`` on its listeners (``tls``: the TLS side of those that use it, by name)."""
     loop = asyncio.get_running_loop()
     max_request = broker.config.int("socket.request.max.bytes")
     connections: set[KafkaConnection] = set()
 
-    def make_connection() -> KafkaConnection:
-        conn = KafkaConnection(broker, max_request)
-        connections.add(conn)
-        return conn
+    def connection_factory(listener: Listener):
+        def make_connection() -> KafkaConnection:
+            conn = KafkaConnection(broker, max_request, listener, tls.get(listener.name))
+            connections.add(conn)
+            return conn
+        return make_connection
 
     def drop_connections() -> None:
         for conn in list(connections):
@@ -32,20 +38,32 @@ async def serve(broker: Broker, host: str, port: int) -> None:
         connections.clear()
 
     broker.drop_connections = drop_connections
-    server = await loop.create_server(make_connection, host, port, reuse_address=True, backlog=1024)
+    servers = []
+    try:
+        for listener in broker.listeners.bind:
+            context = tls[listener.name].context if listener.name in tls else None
+            servers.append(await loop.create_server(connection_factory(listener), listener.host or None,
+                                                    listener.port, reuse_address=True, backlog=1024, ssl=context))
+    except OSError:
+        for server in servers:
+            server.close()
+        raise
     stop = asyncio.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
-    bound = server.sockets[0].getsockname()
-    broker.listening_on(bound[0], bound[1])
+    bound = [server.sockets[0].getsockname() for server in servers]
+    broker.listening_on({listener.name: address[1] for listener, address in zip(broker.listeners.bind, bound)})
     try:
         await broker.start()
     except Exception as exc:
         log.error("cannot join the cluster: %s", exc)
-        server.close()
+        for server in servers:
+            server.close()
         broker.close()
         raise
-    print(f"{READY_MARKER} {bound[0]}:{bound[1]}", flush=True)
+    for listener, address in zip(broker.listeners.bind, bound):
+        log.info("listener %s (%s) on %s:%d", listener.name, listener.security_protocol, address[0], address[1])
+    print(f"{READY_MARKER} {bound[0][0]}:{bound[0][1]}", flush=True)
     sys.stdout.flush()
 
     async def ticker() -> None:
@@ -53,6 +71,8 @@ async def serve(broker: Broker, host: str, port: int) -> None:
             await asyncio.sleep(TICK_INTERVAL_S)
             try:
                 broker.tick()
+                for listener in tls.values():
+                    listener.reload_if_changed()
             except Exception:
                 log.exception("maintenance tick failed")
             connections.difference_update([c for c in connections if not c.is_open])
@@ -64,8 +84,10 @@ async def serve(broker: Broker, host: str, port: int) -> None:
         log.info("shutting down")
         tick_task.cancel()
         await broker.shutdown()  # cluster mode: leadership moves away first (controlled shutdown)
-        server.close()
+        for server in servers:
+            server.close()
         for conn in list(connections):
             conn.close()
-        await server.wait_closed()
+        for server in servers:
+            await server.wait_closed()
         broker.close()

@@ -111,6 +111,13 @@ class FileRegion:
         """A new fd for the file (the caller closes it); OSError or ValueError if the segment is closed."""
         return os.dup(self.segment.fd)
 
+    def read(self) -> bytes:
+        """The region's bytes, for a socket sendfile(2) cannot serve (TLS encrypts in user space)."""
+        data = os.pread(self.segment.fd, self.length, self.position)
+        if len(data) != self.length:
+            raise OSError(f"{self.segment.log_path}: ends before byte {self.position + self.length} of a region")
+        return data
+
 
 def segment_file_name(base_offset: int, suffix: str) -> str:
     return f"{base_offset:020d}{suffix}"

@@ -145,7 +145,7 @@ def _with_leader_hints(ctx: RequestContext, body: dict) -> dict:
             if part["error_code"] in LEADERSHIP_ERRORS:
                 hint_leader(metadata, part, topic["name"], part["index"], leaders)
     if leaders:
-        body["node_endpoints"] = node_endpoints(metadata, leaders)
+        body["node_endpoints"] = node_endpoints(metadata, leaders, ctx.connection.listener)
     return body
 
 

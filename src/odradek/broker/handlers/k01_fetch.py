@@ -111,7 +111,7 @@ async def fetch(ctx: RequestContext, request: dict) -> dict:
     body = {"throttle_time_ms": 0, "error_code": 0, "session_id": session.id if session is not None else 0,
             "responses": responses}
     if leaders and version >= 16:
-        body["node_endpoints"] = node_endpoints(ctx.broker.metadata, leaders)
+        body["node_endpoints"] = node_endpoints(ctx.broker.metadata, leaders, ctx.connection.listener)
     return body
 
 

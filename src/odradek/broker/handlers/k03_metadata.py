@@ -37,8 +37,8 @@ def metadata(ctx: RequestContext, request: dict) -> dict:
             topics.append(_requested_topic(ctx, entry, allow_create))
     return {
         "throttle_time_ms": 0,
-        "brokers": [{"node_id": b.node_id, "host": b.host, "port": b.port, "rack": b.rack}
-                    for b in sorted(cache.brokers.values(), key=lambda b: b.node_id)],
+        "brokers": [{"node_id": b.node_id, "host": host, "port": port, "rack": b.rack}
+                    for b, host, port in cache.endpoints(ctx.connection.listener)],
         "cluster_id": cache.cluster_id,
         "controller_id": cache.controller_id,
         "topics": topics,

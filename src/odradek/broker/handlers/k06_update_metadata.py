@@ -12,6 +12,7 @@ from odradek.broker.controller_requests import states_by_topic
 from odradek.broker.core import RequestContext
 from odradek.broker.registry import handler
 from odradek.cluster.metadata import BrokerInfo
+from odradek.net.listeners import SECURITY_PROTOCOLS
 from odradek.protocol.api_keys import ApiKey
 
 
@@ -23,13 +24,18 @@ def update_metadata(ctx: RequestContext, request: dict) -> dict:
     if error:
         return {"error_code": error}
     topics = states_by_topic(request, grouped=version >= 5, with_ids=version >= 7)
+    inter_broker = ctx.broker.listeners.inter_broker
     brokers = []
     for b in request["live_brokers"]:
         if version == 0:
             brokers.append(BrokerInfo(b["id"], b["v0_host"], b["v0_port"]))
-        elif b["endpoints"]:
-            e = b["endpoints"][0]
-            brokers.append(BrokerInfo(b["id"], e["host"], e["port"], b["rack"] if version >= 2 else None,
-                                      e["listener"] if version >= 3 else "PLAINTEXT", e["security_protocol"]))
+            continue
+        # before v3 an endpoint is named by its security protocol, which is then also its listener name
+        endpoints = tuple((e["listener"] if version >= 3 else SECURITY_PROTOCOLS[e["security_protocol"]],
+                           e["host"], e["port"]) for e in b["endpoints"]
+                          if version >= 3 or 0 <= e["security_protocol"] < len(SECURITY_PROTOCOLS))
+        if endpoints:
+            _, host, port = next((e for e in endpoints if e[0] == inter_broker), endpoints[0])
+            brokers.append(BrokerInfo(b["id"], host, port, b["rack"] if version >= 2 else None, endpoints))
     cluster.update_metadata(request["controller_id"], request["controller_epoch"], brokers, topics)
     return {"error_code": 0}

@@ -37,6 +37,7 @@ def _find(ctx: RequestContext, key_type: int, key: str) -> tuple[int, str | None
     if key_type not in (GROUP, TRANSACTION):
         return ErrorCode.INVALID_REQUEST, "unsupported key type", NO_NODE
     leader = ctx.broker.coordinator_node(key_type == TRANSACTION, key)
-    if leader is None:
+    address = leader.address(ctx.connection.listener) if leader is not None else None
+    if address is None:
         return ErrorCode.COORDINATOR_NOT_AVAILABLE, "The coordinator is not available.", NO_NODE
-    return ErrorCode.NONE, None, {"node_id": leader.node_id, "host": leader.host, "port": leader.port}
+    return ErrorCode.NONE, None, {"node_id": leader.node_id, "host": address[0], "port": address[1]}

@@ -27,6 +27,6 @@ def describe_cluster(ctx: RequestContext, request: dict) -> dict:
         "endpoint_type": ENDPOINT_BROKERS,
         "cluster_id": cache.cluster_id,
         "controller_id": cache.controller_id,
-        "brokers": [{"broker_id": b.node_id, "host": b.host, "port": b.port, "rack": b.rack}
-                    for b in sorted(cache.brokers.values(), key=lambda b: b.node_id)],
+        "brokers": [{"broker_id": b.node_id, "host": host, "port": port, "rack": b.rack}
+                    for b, host, port in cache.endpoints(ctx.connection.listener)],
     }

@@ -38,6 +38,8 @@ from odradek.cluster.zk_layout import PartitionState
 from odradek.protocol.errors import ErrorCode
 
 if TYPE_CHECKING:
+    import ssl
+
     from odradek.config import BrokerConfig
 
 log = logging.getLogger(__name__)
@@ -48,13 +50,16 @@ Event = Callable[[], Awaitable[None]]
 
 class Controller:
     def __init__(self, broker_id: int, zk: ZkClient, config: "BrokerConfig",
-                 on_stop: Callable[["Controller"], None]) -> None:
+                 on_stop: Callable[["Controller"], None], listener: str = "PLAINTEXT",
+                 tls: "ssl.SSLContext | None" = None) -> None:
         self.broker_id = broker_id
         self.zk = zk
         self.config = config
         self.ctx = ControllerContext()
         self.store = PartitionStateStore(zk, self.ctx)
-        self.channel = ControllerChannel(broker_id, config.int("controller.socket.timeout.ms") / 1000.0)
+        self.listener = listener
+        self.channel = ControllerChannel(broker_id, config.int("controller.socket.timeout.ms") / 1000.0, listener,
+                                         tls)
         self._queue: asyncio.Queue[Event] = asyncio.Queue()
         self._on_stop = on_stop
         self.active = False
@@ -208,7 +213,7 @@ class Controller:
     # -- shared steps ------------------------------------------------------------------------------------
 
     def batch(self) -> RequestBatch:
-        return RequestBatch(self.ctx, self.broker_id)
+        return RequestBatch(self.ctx, self.broker_id, self.listener)
 
     async def _unclean_topics(self, topics: set[str]) -> set[str]:
         """Topics whose unclean.leader.election.enable (their override, else the broker default) is true."""

@@ -17,12 +17,14 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import ssl
 from dataclasses import dataclass, field
 from typing import Any
 
 from odradek.cluster.broker_client import BrokerClient, BrokerUnavailable
 from odradek.cluster.controller.context import ControllerContext
-from odradek.cluster.zk_layout import SECURITY_PROTOCOL_IDS, BrokerRegistration
+from odradek.cluster.zk_layout import BrokerRegistration
+from odradek.net.listeners import SECURITY_PROTOCOL_IDS
 from odradek.protocol.api_keys import ApiKey
 
 log = logging.getLogger(__name__)
@@ -43,21 +45,29 @@ class _Request:
 
 
 class ControllerChannel:
-    def __init__(self, controller_id: int, timeout_s: float) -> None:
+    def __init__(self, controller_id: int, timeout_s: float, listener: str = "PLAINTEXT",
+                 tls: ssl.SSLContext | None = None) -> None:
         self.controller_id = controller_id
         self.timeout_s = timeout_s
+        self.listener = listener  # inter.broker.listener.name: the brokers are reached on this one
+        self.tls = tls
         self._clients: dict[int, BrokerClient] = {}
         self._queues: dict[int, asyncio.Queue[_Request]] = {}
         self._senders: dict[int, asyncio.Task] = {}
 
     def add_broker(self, reg: BrokerRegistration) -> None:
-        endpoint = reg.endpoint()
+        try:
+            endpoint = reg.endpoint(self.listener)
+        except KeyError:
+            log.error("broker %d registered no %s listener (inter.broker.listener.name): it gets no requests",
+                      reg.broker_id, self.listener)
+            return
         client = self._clients.get(reg.broker_id)
         if client is not None:
             client.retarget(endpoint.host, endpoint.port)
             return
         self._clients[reg.broker_id] = BrokerClient(reg.broker_id, endpoint.host, endpoint.port,
-                                                    f"controller-{self.controller_id}")
+                                                    f"controller-{self.controller_id}", tls=self.tls)
         queue: asyncio.Queue[_Request] = asyncio.Queue()
         self._queues[reg.broker_id] = queue
         self._senders[reg.broker_id] = asyncio.ensure_future(self._send_loop(reg.broker_id, queue))
@@ -111,6 +121,7 @@ class ControllerChannel:
 class RequestBatch:
     ctx: ControllerContext
     controller_id: int
+    listener: str  # the inter-broker listener: LeaderAndIsr names the leaders' endpoints on it
     leader_and_isr: dict[int, dict[TopicPartition, bool]] = field(default_factory=dict)  # broker -> tp -> is_new
     update_metadata_brokers: set[int] = field(default_factory=set)
     update_metadata_partitions: set[TopicPartition] = field(default_factory=set)
@@ -175,8 +186,8 @@ class RequestBatch:
         live_leaders = []
         for leader in sorted(leaders):
             reg = ctx.brokers.get(leader)
-            if reg is not None:
-                endpoint = reg.endpoint()
+            if reg is not None and reg.has_listener(self.listener):
+                endpoint = reg.endpoint(self.listener)
                 live_leaders.append({"broker_id": leader, "host_name": endpoint.host, "port": endpoint.port})
         return {
             "controller_id": self.controller_id, "controller_epoch": ctx.epoch,

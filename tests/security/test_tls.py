@@ -1,0 +1,220 @@
+"""TLS listeners: a broker serving PLAINTEXT and SSL at once to real clients (confluent-kafka, kafka-python,
+aiokafka, kcat), mutual TLS, certificates replaced without a restart, and configurations refused at start."""
+
+from __future__ import annotations
+
+import asyncio
+import shutil
+import ssl
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from confluent_kafka import Consumer, KafkaException, Producer
+from confluent_kafka.admin import AdminClient
+
+from tests.conftest import BrokerProcess, free_port
+from tests.interop.helpers import wait_until
+from tests.security.certs import TestCA
+
+KCAT = shutil.which("kcat") or shutil.which("kafkacat")
+RECORDS = 300
+
+
+@pytest.fixture
+def ca() -> TestCA:
+    return TestCA()
+
+
+def tls_broker(tmp_path: Path, ca: TestCA, extra: dict[str, str] | None = None,
+               server_ca: TestCA | None = None) -> tuple[BrokerProcess, int]:
+    """A broker with a PLAINTEXT listener (its bootstrap) and an SSL one (the port returned)."""
+    plain, secure = free_port(), free_port()
+    signer = server_ca or ca
+    settings = {
+        "listeners": f"PLAINTEXT://127.0.0.1:{plain},SSL://127.0.0.1:{secure}",
+        "ssl.keystore.location": str(signer.issue("broker", server=True).keystore(tmp_path / "broker.pem")),
+        "ssl.truststore.location": str(ca.truststore(tmp_path / "ca.pem")),
+        **(extra or {}),
+    }
+    return BrokerProcess(tmp_path / "data", settings, port=plain).start(), secure
+
+
+def ssl_config(port: int, ca_file: Path, **extra: str) -> dict[str, str]:
+    return {"bootstrap.servers": f"127.0.0.1:{port}", "security.protocol": "SSL", "ssl.ca.location": str(ca_file),
+            "broker.address.family": "v4", **extra}
+
+
+def produce(config: dict[str, str], topic: str, count: int) -> None:
+    producer = Producer({**config, "acks": "all", "linger.ms": 5})
+    for i in range(count):
+        producer.produce(topic, key=str(i).encode(), value=bytes([i % 251]) * 1024)
+    assert producer.flush(30) == 0
+
+
+def consume_keys(config: dict[str, str], topic: str, count: int, timeout_s: float = 30.0) -> list[bytes]:
+    consumer = Consumer({**config, "group.id": f"g-{topic}-{config['bootstrap.servers']}",
+                         "auto.offset.reset": "earliest", "enable.auto.commit": False})
+    consumer.subscribe([topic])
+    keys: list[bytes] = []
+    try:
+        def done() -> bool:
+            msg = consumer.poll(0.5)
+            if msg is not None:
+                assert msg.error() is None, msg.error()
+                assert msg.value() == bytes([int(msg.key()) % 251]) * 1024
+                keys.append(msg.key())
+            return len(keys) >= count
+        wait_until(done, timeout=timeout_s, interval=0, message=f"{count} records over {config['bootstrap.servers']}")
+    finally:
+        consumer.close()
+    return keys
+
+
+def advertised_ports(config: dict[str, str]) -> set[int]:
+    metadata = AdminClient(config).list_topics(timeout=10)
+    return {b.port for b in metadata.brokers.values()}
+
+
+@pytest.mark.timeout(120)
+def test_one_broker_serves_plaintext_and_ssl_listeners(tmp_path, ca, topic_name):
+    broker, secure = tls_broker(tmp_path, ca)
+    over_tls = ssl_config(secure, tmp_path / "ca.pem")
+    produce(over_tls, topic_name, RECORDS)
+    # each listener advertises itself: a client on SSL must not be sent to the PLAINTEXT port
+    assert advertised_ports(over_tls) == {secure}
+    assert advertised_ports({"bootstrap.servers": broker.bootstrap}) == {broker.port}
+    keys = consume_keys(over_tls, topic_name, RECORDS)  # fetches over TLS: no sendfile, records read and encrypted
+    assert sorted(keys, key=int) == [str(i).encode() for i in range(RECORDS)]
+    assert len(consume_keys({"bootstrap.servers": broker.bootstrap}, topic_name, RECORDS)) == RECORDS
+
+
+@pytest.mark.timeout(120)
+def test_kafka_python_aiokafka_and_kcat_over_ssl(tmp_path, ca, topic_name):
+    from aiokafka import AIOKafkaConsumer
+    from kafka import KafkaConsumer, KafkaProducer
+
+    broker, secure = tls_broker(tmp_path, ca)
+    ca_file = str(tmp_path / "ca.pem")
+    producer = KafkaProducer(bootstrap_servers=f"127.0.0.1:{secure}", security_protocol="SSL", ssl_cafile=ca_file,
+                             acks="all")
+    for i in range(RECORDS):
+        producer.send(topic_name, key=str(i).encode(), value=b"kp-%d" % i)
+    producer.flush(30)
+    producer.close()
+
+    consumer = KafkaConsumer(topic_name, bootstrap_servers=f"127.0.0.1:{secure}", security_protocol="SSL",
+                             ssl_cafile=ca_file, auto_offset_reset="earliest", consumer_timeout_ms=10000)
+    values = [m.value for m in consumer]
+    consumer.close()
+    assert values == [b"kp-%d" % i for i in range(RECORDS)]
+
+    async def aio() -> list[bytes]:
+        context = ssl.create_default_context(cafile=ca_file)
+        consumer = AIOKafkaConsumer(topic_name, bootstrap_servers=f"127.0.0.1:{secure}", security_protocol="SSL",
+                                    ssl_context=context, auto_offset_reset="earliest")
+        await consumer.start()
+        try:
+            out: list[bytes] = []
+            while len(out) < RECORDS:
+                batch = await asyncio.wait_for(consumer.getmany(timeout_ms=1000), 20)
+                out.extend(m.value for msgs in batch.values() for m in msgs)
+            return out
+        finally:
+            await consumer.stop()
+
+    assert asyncio.run(aio()) == [b"kp-%d" % i for i in range(RECORDS)]
+
+    if KCAT is None:
+        pytest.skip("kcat is not installed")
+    out = subprocess.run([KCAT, "-b", f"127.0.0.1:{secure}", "-X", "security.protocol=SSL", "-X",
+                          f"ssl.ca.location={ca_file}", "-C", "-t", topic_name, "-o", "beginning", "-e", "-q",
+                          "-f", "%s\\n"], capture_output=True, timeout=30)
+    assert out.returncode == 0, out.stderr.decode(errors="replace")
+    assert out.stdout.decode().split() == ["kp-%d" % i for i in range(RECORDS)]
+
+
+@pytest.mark.timeout(120)
+def test_mutual_tls_refuses_a_client_without_a_certificate(tmp_path, ca, topic_name):
+    broker, secure = tls_broker(tmp_path, ca, {"ssl.client.auth": "required"})
+    ca_file = tmp_path / "ca.pem"
+    anonymous = AdminClient(ssl_config(secure, ca_file))
+    with pytest.raises(KafkaException):
+        anonymous.list_topics(timeout=5)
+    # a certificate from another CA is refused as well
+    stranger = TestCA("another CA").issue("mallory")
+    with pytest.raises(KafkaException):
+        AdminClient(ssl_config(secure, ca_file, **{
+            "ssl.certificate.location": str(stranger.cert_file(tmp_path / "mallory.crt")),
+            "ssl.key.location": str(stranger.key_file(tmp_path / "mallory.key"))})).list_topics(timeout=5)
+    alice = ca.issue("alice", organizational_unit="eng")
+    with_cert = ssl_config(secure, ca_file, **{"ssl.certificate.location": str(alice.cert_file(tmp_path / "a.crt")),
+                                               "ssl.key.location": str(alice.key_file(tmp_path / "a.key"))})
+    produce(with_cert, topic_name, 50)
+    assert len(consume_keys(with_cert, topic_name, 50)) == 50
+
+
+@pytest.mark.timeout(120)
+def test_certificates_are_reloaded_without_a_restart(tmp_path, ca, topic_name):
+    broker, secure = tls_broker(tmp_path, ca)
+    old_ca_file = ca.truststore(tmp_path / "old-ca.pem")
+    AdminClient(ssl_config(secure, old_ca_file)).list_topics(timeout=10)
+
+    # the operator replaces the broker's certificate with one from a new CA, in place
+    new_ca = TestCA("the new CA")
+    new_ca_file = new_ca.truststore(tmp_path / "new-ca.pem")
+    fresh = tmp_path / "broker.pem.new"
+    new_ca.issue("broker", server=True).keystore(fresh)
+    fresh.replace(tmp_path / "broker.pem")
+
+    def new_certificate_served() -> bool:
+        AdminClient(ssl_config(secure, new_ca_file)).list_topics(timeout=3)
+        return True
+
+    wait_until(new_certificate_served, timeout=20, interval=0.5, message="the new certificate served")
+    with pytest.raises(KafkaException):
+        AdminClient(ssl_config(secure, old_ca_file)).list_topics(timeout=3)
+    produce(ssl_config(secure, new_ca_file), topic_name, 20)
+    assert broker.is_running()
+
+
+@pytest.mark.timeout(60)
+def test_an_encrypted_key_needs_its_password(tmp_path, ca):
+    key_password = "s3cret"
+    plain, secure = free_port(), free_port()
+    settings = {"listeners": f"PLAINTEXT://127.0.0.1:{plain},SSL://127.0.0.1:{secure}",
+                "ssl.keystore.location": str(ca.issue("broker", server=True).keystore(tmp_path / "b.pem",
+                                                                                         key_password.encode()))}
+    refused = serve(tmp_path / "d1", settings)
+    assert refused.returncode == 2 and "ssl.keystore.location" in refused.stderr, refused.stderr
+    broker = BrokerProcess(tmp_path / "d2", {**settings, "ssl.key.password": key_password}, port=plain).start()
+    ca_file = ca.truststore(tmp_path / "ca.pem")
+    assert advertised_ports(ssl_config(secure, ca_file)) == {secure}
+    broker.stop()
+
+
+def serve(data_dir: Path, settings: dict[str, str], *args: str) -> subprocess.CompletedProcess:
+    """`odradek serve` expected to refuse its configuration (it exits at once)."""
+    cmd = [sys.executable, "-m", "odradek", "serve", "--data-dir", str(data_dir), *args]
+    for key, value in settings.items():
+        cmd += ["--set", f"{key}={value}"]
+    return subprocess.run(cmd, capture_output=True, text=True, timeout=30)
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("settings, expected", [
+    ({"listeners": "SSL://127.0.0.1:0"}, "ssl.keystore.location"),
+    ({"listeners": "PLAINTEXT://127.0.0.1:0,PLAINTEXT://127.0.0.1:0"}, "given twice"),
+    ({"listeners": "INTERNAL://127.0.0.1:0"}, "listener.security.protocol.map"),
+    ({"listeners": "PLAINTEXT://127.0.0.1:0", "advertised.listeners": "SSL://h:1"}, "not among the listeners"),
+    ({"listeners": "PLAINTEXT://127.0.0.1:0", "inter.broker.listener.name": "SSL"}, "inter.broker.listener.name"),
+    ({"listeners": "SASL_SSL://127.0.0.1:0"}, "SASL_SSL"),
+    ({"listeners": "SSL://127.0.0.1:0", "ssl.keystore.location": "/nonexistent.pem"}, "cannot load"),
+    ({"listeners": "SSL://127.0.0.1:0", "ssl.keystore.location": "x", "ssl.keystore.type": "JKS"}, "only PEM"),
+    ({"listeners": "SSL://127.0.0.1:0", "ssl.keystore.location": "x", "ssl.enabled.protocols": "TLSv1"}, "TLSv1"),
+])
+def test_bad_listener_configurations_are_refused_at_start(tmp_path, settings, expected):
+    result = serve(tmp_path / "data", settings)
+    assert result.returncode == 2, result.stderr
+    assert "configuration error" in result.stderr and expected in result.stderr, result.stderr
