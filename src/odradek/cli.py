@@ -100,18 +100,21 @@ def cmd_serve(args: argparse.Namespace) -> int:
     load_handlers()
     from odradek.cluster import ClusterError
     from odradek.net.listeners import listener_setup
+    from odradek.net.sasl import SaslListener
     from odradek.net.tls import tls_listeners
 
     try:
         listeners = listener_setup(config, args.listen, args.advertise)
         tls = tls_listeners(config, listeners)
         broker = Broker(config, args.data_dir, listeners)
+        sasl = {b.name: SaslListener.from_config(config, b.name, broker.scram.get) for b in listeners.bind
+                if b.uses_sasl}
     except (ClusterError, ConfigError) as exc:
         print(f"odradek: configuration error: {exc}", file=sys.stderr)
         return 2
     broker.load()
     try:
-        run(serve(broker, tls))
+        run(serve(broker, tls, sasl))
     except ClusterError as exc:
         print(f"odradek: cannot join the cluster: {exc}", file=sys.stderr)
         return 1

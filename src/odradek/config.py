@@ -151,6 +151,11 @@ BROKER_PROPERTIES: dict[str, Property] = {
         Property("ssl.cipher.suites", str, ""),
         Property("ssl.principal.mapping.rules", str, "DEFAULT"),
         Property("ssl.endpoint.identification.algorithm", str, "https"),
+        # SASL (net/sasl.py), also per listener: listener.name.<name>.sasl.enabled.mechanisms, ...
+        Property("sasl.enabled.mechanisms", str, "GSSAPI"),
+        Property("plain.sasl.jaas.config", str, ""),
+        Property("connections.max.reauth.ms", _parse_int, 0, _at_least(0)),
+        Property("connection.failed.authentication.delay.ms", _parse_int, 100, _at_least(0)),
     ]
 }
 

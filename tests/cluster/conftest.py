@@ -26,7 +26,7 @@ import pytest
 
 from odradek.tools.cluster import ClusterView, PartitionState, admin_client, read_metadata
 from odradek.tools.zookeeper import ZooKeeperServer, zookeeper_unavailable
-from tests.conftest import BrokerProcess, Placement
+from tests.conftest import BrokerProcess, Placement, free_port
 from tests.interop.helpers import wait_until
 
 SESSION_TIMEOUT_MS = 6000
@@ -102,6 +102,15 @@ class Cluster:
 
     def running_ids(self) -> list[int]:
         return [bid for bid in self.ids if self.brokers[bid].is_running()]
+
+    def add_listener(self, name: str) -> dict[int, int]:
+        """Before the brokers start: each serves listener ``name`` on a free loopback port of its own beside
+        PLAINTEXT on its bootstrap port; those ports, by broker id."""
+        ports = {}
+        for bid, broker in self.brokers.items():
+            ports[bid] = free_port()
+            broker.settings["listeners"] = f"PLAINTEXT://127.0.0.1:{broker.port},{name}://127.0.0.1:{ports[bid]}"
+        return ports
 
     def broker(self, broker_id: int) -> BrokerProcess:
         return self.brokers[broker_id]

@@ -12,7 +12,6 @@ from confluent_kafka import Consumer, Producer
 from confluent_kafka.admin import AdminClient
 
 from tests.cluster.common import REPLICATED, create_topic, full_isr
-from tests.conftest import free_port
 from tests.interop.helpers import wait_until
 from tests.security.certs import TestCA
 
@@ -48,11 +47,9 @@ def test_brokers_replicate_over_their_ssl_listener(cluster_factory, tmp_path: Pa
     cluster = cluster_factory(3, settings={
         **REPLICATED, "inter.broker.listener.name": "SSL", "ssl.keystore.location": str(keystore),
         "ssl.truststore.location": str(truststore), "ssl.client.auth": "required"})
-    ssl_ports = {}
-    for bid, broker in cluster.brokers.items():
-        ssl_ports[bid] = free_port()
-        broker.settings["listeners"] = f"PLAINTEXT://127.0.0.1:{broker.port},SSL://127.0.0.1:{ssl_ports[bid]}"
+    ssl_ports = cluster.add_listener("SSL")
     cluster.start()
+    cluster.wait_ready()
     create_topic(cluster, topic_name, partitions=3)
 
     client = ca.issue("app")

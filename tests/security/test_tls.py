@@ -209,7 +209,7 @@ def serve(data_dir: Path, settings: dict[str, str], *args: str) -> subprocess.Co
     ({"listeners": "INTERNAL://127.0.0.1:0"}, "listener.security.protocol.map"),
     ({"listeners": "PLAINTEXT://127.0.0.1:0", "advertised.listeners": "SSL://h:1"}, "not among the listeners"),
     ({"listeners": "PLAINTEXT://127.0.0.1:0", "inter.broker.listener.name": "SSL"}, "inter.broker.listener.name"),
-    ({"listeners": "SASL_SSL://127.0.0.1:0"}, "SASL_SSL"),
+    ({"listeners": "SASL_SSL://127.0.0.1:0", "sasl.enabled.mechanisms": "PLAIN"}, "ssl.keystore.location"),
     ({"listeners": "SSL://127.0.0.1:0", "ssl.keystore.location": "/nonexistent.pem"}, "cannot load"),
     ({"listeners": "SSL://127.0.0.1:0", "ssl.keystore.location": "x", "ssl.keystore.type": "JKS"}, "only PEM"),
     ({"listeners": "SSL://127.0.0.1:0", "ssl.keystore.location": "x", "ssl.enabled.protocols": "TLSv1"}, "TLSv1"),

@@ -55,7 +55,7 @@ def test_inter_broker_listener_defaults_to_plaintext_then_the_first():
     ({"listeners": "OTHER://127.0.0.1:1"}, "listener.security.protocol.map"),
     ({"listener.security.protocol.map": "A:TLS"}, "NAME:PROTOCOL"),
     ({"listeners": "PLAINTEXT://:1", "advertised.listeners": "PLAINTEXT://0.0.0.0:1"}, "no client can connect"),
-    ({"listeners": "SASL_PLAINTEXT://127.0.0.1:1"}, "SASL_PLAINTEXT"),
+    ({"listeners": "SASL_PLAINTEXT://127.0.0.1:1", "zookeeper.connect": "127.0.0.1:2181"}, "uses SASL"),
 ])
 def test_bad_listener_properties(values, message):
     with pytest.raises(ConfigError, match=message):

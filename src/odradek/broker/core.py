@@ -30,6 +30,7 @@ from odradek.config import BrokerConfig, log_config_for
 from odradek.coordinator import OFFSETS_TOPIC, Coordinator
 from odradek.coordinator.persistence import OffsetsTopicLog, partition_for
 from odradek.coordinator.transactions import TXN_TOPIC, TransactionCoordinator
+from odradek.broker.scram_store import ScramStore
 from odradek.net.connection import CloseConnection, Slot
 from odradek.net.listeners import ListenerSetup
 from odradek.protocol import codec
@@ -96,6 +97,8 @@ class Broker:
         else:
             self.cluster = LocalController(self)
         self.admin = self.cluster.admin
+        # SCRAM credentials; the cluster loads them and stores changes (a file, or ZooKeeper)
+        self.scram = ScramStore()
         self.producer_ids = self.cluster.producer_id_manager()
 
     # lifecycle ---------------------------------------------------------------------------------------

@@ -15,6 +15,7 @@ from __future__ import annotations
 import logging
 from typing import TYPE_CHECKING
 
+from odradek.broker.scram_store import ScramFile
 from odradek.cluster.admin import AdminError, check_assignment
 from odradek.cluster.metadata import BrokerInfo, PartitionInfo
 from odradek.cluster.replica_manager import PartitionStateChange
@@ -59,6 +60,9 @@ class LocalController:
                 log.warning("removing partition directories of unknown topic %s", name)
                 broker.logs.delete_topic(name)
         self.advertise(broker.listeners)
+        scram_file = ScramFile(broker.data_dir)
+        scram_file.load_into(broker.scram)
+        broker.scram.persist = lambda updated: scram_file.persist(broker.scram, updated)
         for topic in self.registry.all():
             self._publish(topic, 0)
         for name, partitions, configs in internal_topics(broker.config):

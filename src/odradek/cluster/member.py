@@ -52,6 +52,7 @@ from odradek.cluster.zk import (BadVersionError, ConnectionLoss, NodeExistsError
                                 ZkClient)
 from odradek.cluster.zk_admin import ZkAdmin
 from odradek.net.listeners import ListenerSetup
+from odradek.net.sasl import SCRAM_MECHANISMS, ScramCredential
 from odradek.net.tls import client_context
 from odradek.protocol.api_keys import ApiKey
 from odradek.protocol.errors import ErrorCode
@@ -92,7 +93,7 @@ class ClusterMember:
         # addresses of leaders LeaderAndIsr named before UpdateMetadata listed them
         self._leader_addresses: dict[int, tuple[str, int]] = {}
         self._topic_configs: dict[str, dict[str, str]] = {}
-        self._config_changes_seen = -1
+        self._config_changes_seen: int | None = None  # the last change notification handled (-1: none yet)
         self._first_metadata = True
         self._tasks: set[asyncio.Task] = set()
         self._closing = False
@@ -152,6 +153,8 @@ class ClusterMember:
         self.broker.metadata.cluster_id = cluster_id
         self._check_meta_properties(cluster_id)
         await self._register()
+        await self._load_scram_users()
+        self.broker.scram.persist = self._store_scram_users
         await self._watch_config_changes()
         await self.broker_configs_changed()
         await self._elect()
@@ -483,8 +486,9 @@ class ClusterMember:
     async def _watch_config_changes(self) -> None:
         names = await self.zk.children(L.CONFIG_CHANGES, self._config_changes_watch)
         seqs = sorted(int(n[len(L.CONFIG_CHANGE_PREFIX):]) for n in names if n.startswith(L.CONFIG_CHANGE_PREFIX))
-        if self._config_changes_seen < 0:
-            self._config_changes_seen = seqs[-1] if seqs else 0  # configs are read afresh when needed
+        if self._config_changes_seen is None:
+            # configs are read afresh when needed; the first notification ever made is number 0
+            self._config_changes_seen = seqs[-1] if seqs else -1
             return
         for seq in seqs:
             if seq <= self._config_changes_seen:
@@ -496,6 +500,8 @@ class ClusterMember:
                 self._topic_configs.pop(change[1], None)
                 configs = await self._configs_of(change[1])
                 self.topic_configs_changed(change[1], configs)
+            elif change is not None and change[0] == "users" and L.user_from_entity(change[1]) is not None:
+                await self._load_scram_user(L.user_from_entity(change[1]))
             elif change is not None and change[0] == "brokers" and change[1] in (str(self.broker_id),
                                                                                  L.BROKER_DEFAULT_ENTITY):
                 await self.broker_configs_changed()
@@ -509,6 +515,32 @@ class ClusterMember:
             configs.update(L.decode_topic_config(found[0] if found else None))
         rate = configs.get("follower.replication.throttled.rate")
         self.throttle.set_rate(int(rate) if rate else self.broker.config.int("follower.replication.throttled.rate"))
+
+    async def _load_scram_users(self) -> None:
+        for name in await self.zk.children(L.USER_CONFIGS):
+            user = L.user_from_entity(name)
+            if user is not None:
+                await self._load_scram_user(user)
+
+    async def _load_scram_user(self, user: str) -> None:
+        found = await self.zk.get_or_none(L.user_config_path(user))
+        configs = L.decode_topic_config(found[0] if found else None)
+        self.broker.scram.set_user(user, {m: ScramCredential.from_text(v) for m, v in configs.items()
+                                          if m in SCRAM_MECHANISMS})
+
+    async def _store_scram_users(self, updated: dict[str, dict[str, ScramCredential]]) -> None:
+        """Write users' SCRAM credentials to /config/users (keeping their other configs, quotas) and tell
+        every broker."""
+        for user, credentials in updated.items():
+            path = L.user_config_path(user)
+            found = await self.zk.get_or_none(path)
+            configs = {k: v for k, v in L.decode_topic_config(found[0] if found else None).items()
+                       if k not in SCRAM_MECHANISMS}
+            configs.update({m: c.to_text() for m, c in credentials.items()})
+            await self.zk.set_or_create(path, L.encode_topic_config(configs))
+            await self.zk.create(f"{L.CONFIG_CHANGES}/{L.CONFIG_CHANGE_PREFIX}",
+                                 L.encode_config_change(path[len(L.USER_CONFIGS) + 1:], "users"),
+                                 sequence=True, makepath=True)
 
     def _config_changes_watch(self, event) -> None:
         self._spawn(self._watch_config_changes())

@@ -17,6 +17,7 @@ the project builds a path or parses a znode.
                                                   version 2 adds "leader_recovery_state" when it is not 0)
     /config/topics/TOPIC                         {"version": 1, "config": {NAME: VALUE}}
     /config/brokers/ID (or <default>)            {"version": 1, "config": {NAME: VALUE}}  (dynamic broker configs)
+    /config/users/USER (URL-encoded)             {"version": 1, "config": {"SCRAM-SHA-512": "salt=...,..."}}
     /config/changes/config_change_SEQ            {"version": 2, "entity_path": "topics/TOPIC" or "brokers/ID"}
     /admin/delete_topics/TOPIC                   (empty: a deletion request)
     /isr_change_notification/isr_change_SEQ      {"version": 1, "partitions": [{"topic", "partition"}]}
@@ -31,6 +32,7 @@ import base64
 import json
 import time
 from dataclasses import dataclass, field
+from urllib.parse import quote, unquote
 
 CLUSTER_ID = "/cluster/id"
 CONTROLLER = "/controller"
@@ -39,6 +41,7 @@ BROKER_IDS = "/brokers/ids"
 TOPICS = "/brokers/topics"
 TOPIC_CONFIGS = "/config/topics"
 BROKER_CONFIGS = "/config/brokers"
+USER_CONFIGS = "/config/users"
 BROKER_DEFAULT_ENTITY = "<default>"  # the entity name of the cluster-wide dynamic broker defaults
 CONFIG_CHANGES = "/config/changes"
 CONFIG_CHANGE_PREFIX = "config_change_"
@@ -314,6 +317,16 @@ def decode_config_change(data: bytes) -> tuple[str, str] | None:
     if "entity_type" in value:  # version 1
         return str(value["entity_type"]), str(value["entity_name"])
     return None
+
+
+def user_config_path(user: str) -> str:
+    """/config/users/<user>, the name URL-encoded as Kafka's Sanitizer writes it."""
+    return f"{USER_CONFIGS}/{quote(user, safe='')}"
+
+
+def user_from_entity(name: str) -> str | None:
+    """The user of a `users/<name>` entity (None for `users/<name>/clients/<id>`, a quota entity)."""
+    return None if "/" in name else unquote(name)
 
 
 # -- /isr_change_notification -----------------------------------------------------------------------------

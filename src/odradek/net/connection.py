@@ -39,6 +39,7 @@ from typing import Protocol, Union
 
 from odradek.net.framing import FrameReader, FrameTooLarge
 from odradek.net.listeners import Listener
+from odradek.net.sasl import AuthenticationFailed, SaslSession
 from odradek.net.tls import ANONYMOUS, TlsListener
 
 log = logging.getLogger(__name__)
@@ -46,6 +47,7 @@ log = logging.getLogger(__name__)
 Response = Union[bytes, list, None]  # list: a frame's parts, bytes and file regions
 Slot = Union[bytes, None, "asyncio.Future[Response]"]
 _BYTES = (bytes, bytearray, memoryview)
+_SASL_EXCHANGE = (18, 17, 36)  # ApiVersions, SaslHandshake, SaslAuthenticate: all that may come before a login
 
 
 class CloseConnection(Exception):
@@ -63,6 +65,8 @@ class KafkaConnection(asyncio.BufferedProtocol):
         self.listener = listener.name if listener is not None else "PLAINTEXT"
         self._tls = tls
         self.principal = ANONYMOUS
+        self.sasl: SaslSession | None = None  # on a SASL listener: set by the listener, nothing passes before it
+        self._refusing = False  # a failed login: nothing more is read; the answer waits, then the socket closes
         self._frames = FrameReader(max_request_bytes)
         self._outstanding: asyncio.Future | None = None  # a handler's response, or a send with sendfile
         self._transport: asyncio.Transport | None = None
@@ -82,6 +86,8 @@ class KafkaConnection(asyncio.BufferedProtocol):
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         peer = transport.get_extra_info("peername")
         self.peer = f"{peer[0]}:{peer[1]}" if peer else "?"
+        if self.sasl is not None:
+            self.sasl.peer = self.peer
         if self._tls is not None:
             self.principal = self._tls.principal(transport.get_extra_info("ssl_object"))
 
@@ -137,6 +143,16 @@ class KafkaConnection(asyncio.BufferedProtocol):
             self._transport = None
 
     def _handle_frame(self, frame: bytes) -> bool:
+        sasl = self.sasl
+        if sasl is not None and (sasl.state != SaslSession.AUTHENTICATED or sasl.expired()):
+            if sasl.state == SaslSession.RAW:
+                return self._raw_sasl_token(frame, sasl)
+            api_key = int.from_bytes(frame[:2], "big") if len(frame) >= 2 else -1
+            if api_key not in _SASL_EXCHANGE:
+                log.info("closing %s: request (api key %d) %s", self.peer, api_key,
+                         "after its SASL session expired" if sasl.authenticated else "before SASL authentication")
+                self.close()
+                return False
         try:
             slot = self._dispatcher.dispatch(frame, self)
         except CloseConnection as exc:
@@ -147,11 +163,39 @@ class KafkaConnection(asyncio.BufferedProtocol):
             log.exception("closing %s: request handling failed", self.peer)
             self.close()
             return False
+        if sasl is not None and sasl.state == SaslSession.FAILED:
+            # The answer (an error) goes out after connection.failed.authentication.delay.ms, then the
+            # connection closes: a client guessing passwords gets one guess per delay and connection.
+            self._refusing = True
+            self._update_reading()
+            asyncio.get_running_loop().call_later(sasl.listener.failed_delay_ms / 1000.0, self._refuse, slot)
+            return False
         if isinstance(slot, asyncio.Future):
             self._hold(slot, self._on_response_ready)
         elif slot is not None and self.is_open:
             self._transport.write(slot)
         # A reset seen while writing leaves the transport closing: the rest of the buffer is not served.
+        return self.is_open
+
+    def _refuse(self, answer: Slot) -> None:
+        if isinstance(answer, _BYTES) and self.is_open:
+            self._transport.write(answer)
+        self.close()  # what is written goes out before the transport closes
+
+    def _raw_sasl_token(self, frame: bytes, sasl: SaslSession) -> bool:
+        """A SASL token as a bare frame (after a v0 SaslHandshake); the answer goes back the same way. A
+        failure closes the connection without an answer, as Kafka does in this mode."""
+        try:
+            answer = sasl.authenticate(bytes(frame))
+        except AuthenticationFailed:
+            self._refusing = True
+            self._update_reading()
+            asyncio.get_running_loop().call_later(sasl.listener.failed_delay_ms / 1000.0, self._refuse, None)
+            return False
+        if sasl.authenticated:
+            self.principal = sasl.principal or ANONYMOUS
+        if self.is_open:
+            self._transport.write(len(answer).to_bytes(4, "big") + answer)
         return self.is_open
 
     def _hold(self, fut: asyncio.Future, done) -> None:
@@ -245,7 +289,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
                 os.close(fd)
 
     def _over_limit(self) -> bool:
-        return self._writing_paused or self._outstanding is not None
+        return self._writing_paused or self._outstanding is not None or self._refusing
 
     def _update_reading(self) -> None:
         transport = self._transport

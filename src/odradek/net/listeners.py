@@ -144,10 +144,6 @@ def listener_setup(config: BrokerConfig, listen: tuple[str, int] | None = None,
         if a.host in ("", "0.0.0.0", "::"):
             raise ConfigError(f"advertised.listeners: {a.name} advertises {a.host or 'no host'}, which no "
                               "client can connect to")
-    for b in bind:
-        if b.uses_sasl:
-            raise ConfigError(f"listeners: {b.name} uses {b.security_protocol}, which odradek does not serve yet "
-                              "(PLAINTEXT and SSL listeners it does)")
     names = [b.name for b in bind]
     inter_broker = str(config.get("inter.broker.listener.name") or "").upper()
     if inter_broker:
@@ -157,4 +153,7 @@ def listener_setup(config: BrokerConfig, listen: tuple[str, int] | None = None,
     else:
         wanted = str(config.get("security.inter.broker.protocol")).upper()
         inter_broker = next((n for n in names if n == wanted), names[0])
+    if config.get("zookeeper.connect") and next(b for b in bind if b.name == inter_broker).uses_sasl:
+        raise ConfigError(f"inter.broker.listener.name: {inter_broker} uses SASL, which brokers cannot log in to "
+                          "each other with yet; replicate over a PLAINTEXT or SSL listener")
     return ListenerSetup(tuple(bind), advertised, inter_broker)

@@ -11,6 +11,7 @@ import sys
 from odradek.broker.core import Broker
 from odradek.net.connection import KafkaConnection
 from odradek.net.listeners import Listener
+from odradek.net.sasl import SaslListener, SaslSession
 from odradek.net.tls import TlsListener
 
 log = logging.getLogger(__name__)
@@ -19,8 +20,9 @@ READY_MARKER = "odradek: accepting connections on"
 TICK_INTERVAL_S = 1.0
 
 
-async def serve(broker: Broker, tls: dict[str, TlsListener]) -> None:
-    """Serve ``broker`` on its listeners (``tls``: the TLS side of those that use it, by name)."""
+async def serve(broker: Broker, tls: dict[str, TlsListener], sasl: dict[str, SaslListener]) -> None:
+    """Serve ``broker`` on its listeners (``tls`` and ``sasl``: the TLS and SASL sides of those that use them,
+    by listener name)."""
     loop = asyncio.get_running_loop()
     max_request = broker.config.int("socket.request.max.bytes")
     connections: set[KafkaConnection] = set()
@@ -28,6 +30,8 @@ async def serve(broker: Broker, tls: dict[str, TlsListener]) -> None:
     def connection_factory(listener: Listener):
         def make_connection() -> KafkaConnection:
             conn = KafkaConnection(broker, max_request, listener, tls.get(listener.name))
+            if listener.name in sasl:
+                conn.sasl = SaslSession(sasl[listener.name], "?")
             connections.add(conn)
             return conn
         return make_connection

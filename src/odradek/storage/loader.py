@@ -72,10 +72,11 @@ def fsync_path(path: Path, *, data_only: bool = False) -> None:
         os.close(fd)
 
 
-def write_file_atomically(path: Path, data: bytes) -> None:
+def write_file_atomically(path: Path, data: bytes, mode: int = 0o644) -> None:
     """Write ``path`` so that after a crash it holds either the old or the new content: tmp, fsync, rename."""
     tmp = path.with_name(path.name + ".tmp")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | getattr(os, "O_CLOEXEC", 0), 0o644)
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | getattr(os, "O_CLOEXEC", 0), mode)
+    os.fchmod(fd, mode)  # a tmp file left by a crash keeps its old mode otherwise
     try:
         view = memoryview(data)
         while view:
