@@ -156,6 +156,10 @@ BROKER_PROPERTIES: dict[str, Property] = {
         Property("plain.sasl.jaas.config", str, ""),
         Property("connections.max.reauth.ms", _parse_int, 0, _at_least(0)),
         Property("connection.failed.authentication.delay.ms", _parse_int, 100, _at_least(0)),
+        # the authorizer (broker/authorizer.py)
+        Property("authorizer.class.name", str, ""),
+        Property("super.users", str, ""),
+        Property("allow.everyone.if.no.acl.found", _parse_bool, False),
     ]
 }
 

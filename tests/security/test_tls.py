@@ -27,18 +27,27 @@ def ca() -> TestCA:
     return TestCA()
 
 
-def tls_broker(tmp_path: Path, ca: TestCA, extra: dict[str, str] | None = None,
-               server_ca: TestCA | None = None) -> tuple[BrokerProcess, int]:
-    """A broker with a PLAINTEXT listener (its bootstrap) and an SSL one (the port returned)."""
-    plain, secure = free_port(), free_port()
-    signer = server_ca or ca
-    settings = {
-        "listeners": f"PLAINTEXT://127.0.0.1:{plain},SSL://127.0.0.1:{secure}",
-        "ssl.keystore.location": str(signer.issue("broker", server=True).keystore(tmp_path / "broker.pem")),
-        "ssl.truststore.location": str(ca.truststore(tmp_path / "ca.pem")),
-        **(extra or {}),
-    }
-    return BrokerProcess(tmp_path / "data", settings, port=plain).start(), secure
+@pytest.fixture
+def tls_broker(tmp_path: Path, ca: TestCA):
+    """Start a broker with a PLAINTEXT listener (its bootstrap) and an SSL one: `tls_broker(extra_settings)`
+    gives (the broker, the SSL port); every one is stopped at teardown."""
+    started: list[BrokerProcess] = []
+
+    def start(extra: dict[str, str] | None = None) -> tuple[BrokerProcess, int]:
+        plain, secure = free_port(), free_port()
+        settings = {
+            "listeners": f"PLAINTEXT://127.0.0.1:{plain},SSL://127.0.0.1:{secure}",
+            "ssl.keystore.location": str(ca.issue("broker", server=True).keystore(tmp_path / "broker.pem")),
+            "ssl.truststore.location": str(ca.truststore(tmp_path / "ca.pem")),
+            **(extra or {}),
+        }
+        broker = BrokerProcess(tmp_path / "data", settings, port=plain)
+        started.append(broker)
+        return broker.start(), secure
+
+    yield start
+    for broker in started:
+        broker.stop()
 
 
 def ssl_config(port: int, ca_file: Path, **extra: str) -> dict[str, str]:
@@ -78,8 +87,8 @@ def advertised_ports(config: dict[str, str]) -> set[int]:
 
 
 @pytest.mark.timeout(120)
-def test_one_broker_serves_plaintext_and_ssl_listeners(tmp_path, ca, topic_name):
-    broker, secure = tls_broker(tmp_path, ca)
+def test_one_broker_serves_plaintext_and_ssl_listeners(tmp_path, tls_broker, topic_name):
+    broker, secure = tls_broker()
     over_tls = ssl_config(secure, tmp_path / "ca.pem")
     produce(over_tls, topic_name, RECORDS)
     # each listener advertises itself: a client on SSL must not be sent to the PLAINTEXT port
@@ -91,11 +100,11 @@ def test_one_broker_serves_plaintext_and_ssl_listeners(tmp_path, ca, topic_name)
 
 
 @pytest.mark.timeout(120)
-def test_kafka_python_aiokafka_and_kcat_over_ssl(tmp_path, ca, topic_name):
+def test_kafka_python_aiokafka_and_kcat_over_ssl(tmp_path, tls_broker, topic_name):
     from aiokafka import AIOKafkaConsumer
     from kafka import KafkaConsumer, KafkaProducer
 
-    broker, secure = tls_broker(tmp_path, ca)
+    broker, secure = tls_broker()
     ca_file = str(tmp_path / "ca.pem")
     producer = KafkaProducer(bootstrap_servers=f"127.0.0.1:{secure}", security_protocol="SSL", ssl_cafile=ca_file,
                              acks="all")
@@ -136,8 +145,8 @@ def test_kafka_python_aiokafka_and_kcat_over_ssl(tmp_path, ca, topic_name):
 
 
 @pytest.mark.timeout(120)
-def test_mutual_tls_refuses_a_client_without_a_certificate(tmp_path, ca, topic_name):
-    broker, secure = tls_broker(tmp_path, ca, {"ssl.client.auth": "required"})
+def test_mutual_tls_refuses_a_client_without_a_certificate(tmp_path, ca, tls_broker, topic_name):
+    broker, secure = tls_broker({"ssl.client.auth": "required"})
     ca_file = tmp_path / "ca.pem"
     anonymous = AdminClient(ssl_config(secure, ca_file))
     with pytest.raises(KafkaException):
@@ -156,8 +165,8 @@ def test_mutual_tls_refuses_a_client_without_a_certificate(tmp_path, ca, topic_n
 
 
 @pytest.mark.timeout(120)
-def test_certificates_are_reloaded_without_a_restart(tmp_path, ca, topic_name):
-    broker, secure = tls_broker(tmp_path, ca)
+def test_certificates_are_reloaded_without_a_restart(tmp_path, ca, tls_broker, topic_name):
+    broker, secure = tls_broker()
     old_ca_file = ca.truststore(tmp_path / "old-ca.pem")
     AdminClient(ssl_config(secure, old_ca_file)).list_topics(timeout=10)
 
@@ -189,9 +198,10 @@ def test_an_encrypted_key_needs_its_password(tmp_path, ca):
     refused = serve(tmp_path / "d1", settings)
     assert refused.returncode == 2 and "ssl.keystore.location" in refused.stderr, refused.stderr
     broker = BrokerProcess(tmp_path / "d2", {**settings, "ssl.key.password": key_password}, port=plain).start()
-    ca_file = ca.truststore(tmp_path / "ca.pem")
-    assert advertised_ports(ssl_config(secure, ca_file)) == {secure}
-    broker.stop()
+    try:
+        assert advertised_ports(ssl_config(secure, ca.truststore(tmp_path / "ca.pem"))) == {secure}
+    finally:
+        broker.stop()
 
 
 def serve(data_dir: Path, settings: dict[str, str], *args: str) -> subprocess.CompletedProcess:

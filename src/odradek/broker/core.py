@@ -30,6 +30,7 @@ from odradek.config import BrokerConfig, log_config_for
 from odradek.coordinator import OFFSETS_TOPIC, Coordinator
 from odradek.coordinator.persistence import OffsetsTopicLog, partition_for
 from odradek.coordinator.transactions import TXN_TOPIC, TransactionCoordinator
+from odradek.broker.authorizer import Authorizer
 from odradek.broker.scram_store import ScramStore
 from odradek.net.connection import CloseConnection, Slot
 from odradek.net.listeners import ListenerSetup
@@ -55,6 +56,11 @@ class RequestContext:
     correlation_id: int
     client_id: str | None
     connection: "KafkaConnection"
+
+    def allowed(self, operation: int, resource_type: int, name: str) -> bool:
+        """Whether the authorizer lets this connection's principal do ``operation`` on the resource."""
+        conn = self.connection
+        return self.broker.authorizer.authorize(conn.principal, conn.peer_host, operation, resource_type, name)
 
 
 class Broker:
@@ -99,6 +105,7 @@ class Broker:
         self.admin = self.cluster.admin
         # SCRAM credentials; the cluster loads them and stores changes (a file, or ZooKeeper)
         self.scram = ScramStore()
+        self.authorizer = Authorizer(config)  # its ACLs are loaded and stored by the cluster, as the credentials
         self.producer_ids = self.cluster.producer_id_manager()
 
     # lifecycle ---------------------------------------------------------------------------------------

@@ -10,6 +10,7 @@ with INVALID_REQUEST, as Kafka refuses configs that cannot be updated dynamicall
 
 from __future__ import annotations
 
+from odradek.broker.authorizer import CLUSTER_NAME, Operation, ResourceType
 from odradek.broker.core import RequestContext
 from odradek.cluster.admin import AdminError
 from odradek.config import validate_topic_config
@@ -23,6 +24,10 @@ DYNAMIC_BROKER_CONFIGS = frozenset({"leader.replication.throttled.rate", "follow
 def resource_error(ctx: RequestContext, resource: dict) -> tuple[int, str] | None:
     """Why a resource cannot be altered, or None for an existing topic."""
     kind, name = resource["resource_type"], resource["resource_name"]
+    if kind == RESOURCE_BROKER and not ctx.allowed(Operation.ALTER_CONFIGS, ResourceType.CLUSTER, CLUSTER_NAME):
+        return ErrorCode.CLUSTER_AUTHORIZATION_FAILED, "Authorization failed."
+    if kind == RESOURCE_TOPIC and not ctx.allowed(Operation.ALTER_CONFIGS, ResourceType.TOPIC, name):
+        return ErrorCode.TOPIC_AUTHORIZATION_FAILED, "Authorization failed."
     if kind == RESOURCE_BROKER:
         if name != "" and not name.isdigit():
             return ErrorCode.INVALID_REQUEST, f"Invalid broker id {name!r}"

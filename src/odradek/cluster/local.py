@@ -15,6 +15,7 @@ from __future__ import annotations
 import logging
 from typing import TYPE_CHECKING
 
+from odradek.broker.authorizer import AclFile
 from odradek.broker.scram_store import ScramFile
 from odradek.cluster.admin import AdminError, check_assignment
 from odradek.cluster.metadata import BrokerInfo, PartitionInfo
@@ -63,6 +64,9 @@ class LocalController:
         scram_file = ScramFile(broker.data_dir)
         scram_file.load_into(broker.scram)
         broker.scram.persist = lambda updated: scram_file.persist(broker.scram, updated)
+        acl_file = AclFile(broker.data_dir)
+        acl_file.load_into(broker.authorizer)
+        broker.authorizer.persist = acl_file.persist
         for topic in self.registry.all():
             self._publish(topic, 0)
         for name, partitions, configs in internal_topics(broker.config):

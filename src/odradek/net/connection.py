@@ -73,6 +73,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
         self._reading_paused = False
         self._writing_paused = False
         self.peer: str = "?"
+        self.peer_host: str = ""  # the client's address, as ACL hosts name it
 
     # asyncio.BufferedProtocol -----------------------------------------------------------------------
 
@@ -86,6 +87,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         peer = transport.get_extra_info("peername")
         self.peer = f"{peer[0]}:{peer[1]}" if peer else "?"
+        self.peer_host = peer[0] if peer else ""
         if self.sasl is not None:
             self.sasl.peer = self.peer
         if self._tls is not None:

@@ -46,6 +46,7 @@ import asyncio
 import logging
 from concurrent.futures import Future
 
+from odradek.broker.authorizer import Operation as Op, ResourceType as Res
 from odradek.broker.core import RequestContext, now_ms, when_durable
 from odradek.broker.leader_hints import LEADERSHIP_ERRORS, hint_leader, node_endpoints
 from odradek.broker.registry import handler
@@ -114,11 +115,17 @@ def _produce(ctx: RequestContext, request: dict, checked: dict[tuple[str, int], 
     acks = request["acks"]
     responses = []
     waits: list[tuple[dict, Future]] = []
+    txn_id = request["transactional_id"] if ctx.api_version >= 3 else None
+    refused = (ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+               if txn_id is not None and not ctx.allowed(Op.WRITE, Res.TRANSACTIONAL_ID, txn_id) else None)
     for topic in request["topic_data"]:
         name = topic["name"]
         partitions = []
+        denied = refused or (None if ctx.allowed(Op.WRITE, Res.TOPIC, name) else ErrorCode.TOPIC_AUTHORIZATION_FAILED)
         for part in topic["partition_data"]:
-            if acks not in (0, 1, -1):
+            if denied:
+                result = _result(part["index"], denied)
+            elif acks not in (0, 1, -1):
                 result = _result(part["index"], ErrorCode.INVALID_REQUIRED_ACKS)
             else:
                 result = _append(ctx, name, part["index"], part["records"], acks, waits,

@@ -39,8 +39,9 @@ served as followers.
 """
 
 import time
-from typing import NamedTuple
+from typing import Callable, NamedTuple
 
+from odradek.broker.authorizer import CLUSTER_NAME, Operation as Op, ResourceType as Res
 from odradek.broker.core import RequestContext
 from odradek.broker.fetch_sessions import FetchSession, FetchSessionError, SessionPartition, TopicPartition
 from odradek.broker.leader_hints import LEADERSHIP_ERRORS, hint_leader, node_endpoints
@@ -82,7 +83,12 @@ async def fetch(ctx: RequestContext, request: dict) -> dict:
                                                       privileged=version <= 14 and request["replica_id"] >= 0)
         except FetchSessionError as exc:
             return {"throttle_time_ms": 0, "error_code": exc.error_code, "session_id": 0, "responses": []}
-    wanted = _wanted(ctx, request, session)
+    if version <= 14 and request["replica_id"] >= 0:  # a follower: brokers need CLUSTER_ACTION
+        cluster_action = ctx.allowed(Op.CLUSTER_ACTION, Res.CLUSTER, CLUSTER_NAME)
+        may_read: Callable[[str], bool] = lambda name: cluster_action  # noqa: E731
+    else:
+        may_read = lambda name: ctx.allowed(Op.READ, Res.TOPIC, name)  # noqa: E731
+    wanted = _wanted(ctx, request, session, may_read)
     entries, size, keys = _build(ctx, request, wanted)
     max_wait_s = min(max(request["max_wait_ms"], 0), MAX_WAIT_CAP_MS) / 1000.0
     deadline = time.monotonic() + max_wait_s
@@ -115,7 +121,8 @@ async def fetch(ctx: RequestContext, request: dict) -> dict:
     return body
 
 
-def _wanted(ctx: RequestContext, request: dict, session: FetchSession | None) -> list[Want]:
+def _wanted(ctx: RequestContext, request: dict, session: FetchSession | None,
+            may_read: Callable[[str], bool]) -> list[Want]:
     """The partitions to read: the request's, or (applying the request to it) the session's."""
     metadata = ctx.broker.metadata
     by_id = ctx.api_version >= 13
@@ -129,8 +136,8 @@ def _wanted(ctx: RequestContext, request: dict, session: FetchSession | None) ->
         for part in topic["partitions"]:
             named.append((name, topic["topic_id"], part))
     if session is None:
-        return [_want(ctx, name, topic_id, part["partition"], part["fetch_offset"], part["partition_max_bytes"],
-                      part["current_leader_epoch"]) for name, topic_id, part in named]
+        return [_want(ctx, may_read, name, topic_id, part["partition"], part["fetch_offset"],
+                      part["partition_max_bytes"], part["current_leader_epoch"]) for name, topic_id, part in named]
     partitions = session.partitions
     if request["session_epoch"] > 0:
         for gone in request["forgotten_topics_data"] or ():
@@ -150,17 +157,21 @@ def _wanted(ctx: RequestContext, request: dict, session: FetchSession | None) ->
                                                part["log_start_offset"])
         else:
             cached.update(part)
-    return [_want(ctx, p.topic or None, p.topic_id, p.index, p.fetch_offset, p.max_bytes, p.current_leader_epoch,
-                  key) for key, p in partitions.items()]
+    return [_want(ctx, may_read, p.topic or None, p.topic_id, p.index, p.fetch_offset, p.max_bytes,
+                  p.current_leader_epoch, key) for key, p in partitions.items()]
 
 
-def _want(ctx: RequestContext, name: str | None, topic_id: bytes, index: int, fetch_offset: int, max_bytes: int,
-          current_leader_epoch: int, session_key: TopicPartition | None = None) -> Want:
+def _want(ctx: RequestContext, may_read: Callable[[str], bool], name: str | None, topic_id: bytes, index: int,
+          fetch_offset: int, max_bytes: int, current_leader_epoch: int,
+          session_key: TopicPartition | None = None) -> Want:
     metadata = ctx.broker.metadata
     if ctx.api_version >= 13:
         missing = ErrorCode.UNKNOWN_TOPIC_ID
     else:
         missing = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+    if name is not None and not may_read(name):  # asked before whether it exists, so that nothing leaks
+        return Want(name, topic_id, index, fetch_offset, max_bytes, current_leader_epoch,
+                    ErrorCode.TOPIC_AUTHORIZATION_FAILED, session_key)
     if metadata.topic(name) is None:
         name = name if ctx.api_version < 13 else None
         return Want(name, topic_id, index, fetch_offset, max_bytes, current_leader_epoch, missing, session_key)

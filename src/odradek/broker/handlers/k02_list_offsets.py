@@ -13,6 +13,7 @@ Isolation level (v2+): with read_committed, latest is the last stable offset (th
 oldest open transaction, or the high watermark), and a timestamp lookup finds nothing at or past it.
 """
 
+from odradek.broker.authorizer import Operation as Op, ResourceType as Res
 from odradek.broker.core import RequestContext
 from odradek.broker.registry import handler
 from odradek.cluster.partition import ReplicationError
@@ -30,6 +31,11 @@ def list_offsets(ctx: RequestContext, request: dict) -> dict:
     follower = request["replica_id"] >= 0
     for topic in request["topics"]:
         partitions = []
+        if not ctx.allowed(Op.DESCRIBE, Res.TOPIC, topic["name"]):
+            topics.append({"name": topic["name"], "partitions": [
+                {"partition_index": p["partition_index"], "error_code": ErrorCode.TOPIC_AUTHORIZATION_FAILED}
+                for p in topic["partitions"]]})
+            continue
         for part in topic["partitions"]:
             try:
                 partition = ctx.broker.replicas.leader_partition(topic["name"], part["partition_index"],

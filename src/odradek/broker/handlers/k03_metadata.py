@@ -11,11 +11,17 @@ Auto-creation (`auto.create.topics.enable`) applies when the request allows it (
 name is legal. A single node creates the topic at once, so the reply already carries it with NONE; a
 cluster member asks for its creation (cluster/admin.py) and answers LEADER_NOT_AVAILABLE until the
 controller has elected the new partitions' leaders, as Kafka does; clients ask again.
-Gaps: authorized operations are not computed (the "not requested" sentinel is returned).
+With an authorizer (broker/authorizer.py), a topic the principal may not DESCRIBE is left out of an
+all-topics answer and answered TOPIC_AUTHORIZATION_FAILED when named (whether or not it exists, so nothing
+leaks); auto-creation needs CREATE on the cluster or the topic. `authorized_operations` are computed when
+asked for (v8+).
 """
 
+from odradek.broker.authorizer import CLUSTER_NAME, Operation as Op, ResourceType as Res
 from odradek.broker.core import RequestContext
 from odradek.broker.registry import handler
+
+NOT_REQUESTED = -2147483648  # authorized operations not asked for
 from odradek.cluster.admin import AdminError
 from odradek.cluster.topics import Topic, topic_name_error
 from odradek.protocol.api_keys import ApiKey
@@ -29,14 +35,27 @@ def metadata(ctx: RequestContext, request: dict) -> dict:
     version = ctx.api_version
     requested = request["topics"]
     if requested is None or (version == 0 and not requested):
-        topics = [_topic_entry(broker, t) for t in cache.all_topics()]  # internal ones too, as Kafka does
+        # internal ones too, as Kafka does
+        topics = [_topic_entry(broker, t) for t in cache.all_topics() if ctx.allowed(Op.DESCRIBE, Res.TOPIC, t.name)]
     else:
         topics = []
         allow_create = request["allow_auto_topic_creation"] if version >= 4 else True
         for entry in requested:
             topics.append(_requested_topic(ctx, entry, allow_create))
+    if version >= 8:
+        conn = ctx.connection
+        if request["include_topic_authorized_operations"]:
+            for entry in topics:
+                if entry["error_code"] != ErrorCode.TOPIC_AUTHORIZATION_FAILED and entry.get("name"):
+                    entry["topic_authorized_operations"] = broker.authorizer.authorized_operations(
+                        conn.principal, conn.peer_host, Res.TOPIC, entry["name"])
+    cluster_operations = NOT_REQUESTED
+    if 8 <= version <= 10 and request["include_cluster_authorized_operations"]:
+        cluster_operations = broker.authorizer.authorized_operations(
+            ctx.connection.principal, ctx.connection.peer_host, Res.CLUSTER, CLUSTER_NAME)
     return {
         "throttle_time_ms": 0,
+        "cluster_authorized_operations": cluster_operations,
         "brokers": [{"node_id": b.node_id, "host": host, "port": port, "rack": b.rack}
                     for b, host, port in cache.endpoints(ctx.connection.listener)],
         "cluster_id": cache.cluster_id,
@@ -53,12 +72,16 @@ def _requested_topic(ctx: RequestContext, entry: dict, allow_create: bool) -> di
         if topic is None:
             return {"error_code": ErrorCode.UNKNOWN_TOPIC_ID, "name": None, "topic_id": entry["topic_id"], "partitions": []}
         return _topic_entry(broker, topic)
+    if not ctx.allowed(Op.DESCRIBE, Res.TOPIC, name):
+        return {"error_code": ErrorCode.TOPIC_AUTHORIZATION_FAILED, "name": name, "partitions": []}
     topic = broker.metadata.topic(name)
     if topic is not None:
         return _topic_entry(broker, topic)
     if topic_name_error(name) is not None:
         return {"error_code": ErrorCode.INVALID_TOPIC_EXCEPTION, "name": name, "partitions": []}
     if allow_create and broker.config.get("auto.create.topics.enable"):
+        if not (ctx.allowed(Op.CREATE, Res.CLUSTER, CLUSTER_NAME) or ctx.allowed(Op.CREATE, Res.TOPIC, name)):
+            return {"error_code": ErrorCode.TOPIC_AUTHORIZATION_FAILED, "name": name, "partitions": []}
         try:
             broker.admin.auto_create_topic(name)
         except AdminError as exc:

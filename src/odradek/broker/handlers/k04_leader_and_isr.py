@@ -13,13 +13,17 @@ replicas (reassignment) are ignored.
 """
 
 from odradek.broker.controller_requests import states_by_topic
+from odradek.broker.authorizer import CLUSTER_NAME, Operation as Op, ResourceType as Res
 from odradek.broker.core import RequestContext
 from odradek.broker.registry import handler
 from odradek.protocol.api_keys import ApiKey
+from odradek.protocol.errors import ErrorCode
 
 
 @handler(ApiKey.LEADER_AND_ISR, 0, 7)
 async def leader_and_isr(ctx: RequestContext, request: dict) -> dict:
+    if not ctx.allowed(Op.CLUSTER_ACTION, Res.CLUSTER, CLUSTER_NAME):  # brokers only
+        return {"error_code": ErrorCode.CLUSTER_AUTHORIZATION_FAILED}
     version = ctx.api_version
     topics = states_by_topic(request, grouped=version >= 2, with_ids=version >= 5)
     cluster = ctx.broker.cluster

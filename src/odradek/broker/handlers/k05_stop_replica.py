@@ -8,13 +8,17 @@ answers STALE_CONTROLLER_EPOCH.
 Gaps: the per-partition leader epoch (v3+) is not checked.
 """
 
+from odradek.broker.authorizer import CLUSTER_NAME, Operation as Op, ResourceType as Res
 from odradek.broker.core import RequestContext
 from odradek.broker.registry import handler
 from odradek.protocol.api_keys import ApiKey
+from odradek.protocol.errors import ErrorCode
 
 
 @handler(ApiKey.STOP_REPLICA, 0, 4)
 def stop_replica(ctx: RequestContext, request: dict) -> dict:
+    if not ctx.allowed(Op.CLUSTER_ACTION, Res.CLUSTER, CLUSTER_NAME):  # brokers only
+        return {"error_code": ErrorCode.CLUSTER_AUTHORIZATION_FAILED}
     version = ctx.api_version
     if version >= 3:
         wanted = [(t["topic_name"], p["partition_index"], p["delete_partition"])

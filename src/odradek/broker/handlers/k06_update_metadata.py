@@ -9,15 +9,19 @@ partitions ungrouped, v5+ by topic, v7+ with topic ids; brokers carry one endpoi
 """
 
 from odradek.broker.controller_requests import states_by_topic
+from odradek.broker.authorizer import CLUSTER_NAME, Operation as Op, ResourceType as Res
 from odradek.broker.core import RequestContext
 from odradek.broker.registry import handler
 from odradek.cluster.metadata import BrokerInfo
 from odradek.net.listeners import SECURITY_PROTOCOLS
 from odradek.protocol.api_keys import ApiKey
+from odradek.protocol.errors import ErrorCode
 
 
 @handler(ApiKey.UPDATE_METADATA, 0, 8)
 def update_metadata(ctx: RequestContext, request: dict) -> dict:
+    if not ctx.allowed(Op.CLUSTER_ACTION, Res.CLUSTER, CLUSTER_NAME):  # brokers only
+        return {"error_code": ErrorCode.CLUSTER_AUTHORIZATION_FAILED}
     version = ctx.api_version
     cluster = ctx.broker.cluster
     error = cluster.check_request(request["controller_epoch"], request["broker_epoch"] if version >= 5 else -1)

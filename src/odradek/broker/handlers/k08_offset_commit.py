@@ -13,6 +13,7 @@ A broker that does not coordinate the group answers NOT_COORDINATOR for every pa
 Gaps: v10+ (topic ids) not advertised.
 """
 
+from odradek.broker.authorizer import Operation as Op, ResourceType as Res
 from odradek.broker.core import RequestContext, when_durable
 from odradek.broker.registry import handler
 from odradek.protocol.api_keys import ApiKey
@@ -28,6 +29,17 @@ def offset_commit(ctx: RequestContext, request: dict):
                   p["committed_metadata"], p["commit_timestamp"] if version == 1 else -1) for p in t["partitions"]]
         topics.append((t["name"], parts))
     retention = request["retention_time_ms"] if 2 <= version <= 4 else -1
+    # READ on the group, then on each topic (Kafka's order)
+    denied = {name: ErrorCode.GROUP_AUTHORIZATION_FAILED for name, _ in topics} \
+        if not ctx.allowed(Op.READ, Res.GROUP, request["group_id"]) else \
+        {name: ErrorCode.TOPIC_AUTHORIZATION_FAILED for name, _ in topics if not ctx.allowed(Op.READ, Res.TOPIC, name)}
+    if denied:
+        refused = [(name, parts) for name, parts in topics if name in denied]
+        topics = [(name, parts) for name, parts in topics if name not in denied]
+        if not topics:
+            return {"throttle_time_ms": 0, "topics": [
+                {"name": name, "partitions": [{"partition_index": p[0], "error_code": denied[name]} for p in parts]}
+                for name, parts in refused]}
     if not ctx.broker.coordinator.owns(request["group_id"]):
         return {"throttle_time_ms": 0, "topics": [
             {"name": name, "partitions": [{"partition_index": p[0], "error_code": ErrorCode.NOT_COORDINATOR}
@@ -41,6 +53,9 @@ def offset_commit(ctx: RequestContext, request: dict):
         "topics": [{"name": name, "partitions": [{"partition_index": p[0], "error_code": errors[(name, p[0])]}
                                                 for p in parts]} for name, parts in topics],
     }
+    if denied:
+        body["topics"] += [{"name": name, "partitions": [{"partition_index": p[0], "error_code": denied[name]}
+                                                         for p in parts]} for name, parts in refused]
     if durable is None:
         return body
     # every accepted partition (error 0) is in the one write

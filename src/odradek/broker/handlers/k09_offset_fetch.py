@@ -9,6 +9,7 @@ A broker that does not coordinate the group answers NOT_COORDINATOR (per group f
 Gaps: v10+ (topic ids) not advertised.
 """
 
+from odradek.broker.authorizer import Operation as Op, ResourceType as Res
 from odradek.broker.core import RequestContext
 from odradek.broker.registry import handler
 from odradek.protocol.api_keys import ApiKey
@@ -20,6 +21,12 @@ def _topics(ctx: RequestContext, group_id: str, requested, require_stable: bool 
     out = []
     coordinator = ctx.broker.coordinator
     for name, parts in coordinator.offsets.fetch(group_id, wanted):
+        if not ctx.allowed(Op.DESCRIBE, Res.TOPIC, name):
+            if wanted is not None:  # named: refused; all: left out
+                out.append({"name": name, "partitions": [
+                    {"partition_index": p, "committed_offset": -1, "committed_leader_epoch": -1, "metadata": "",
+                     "error_code": ErrorCode.TOPIC_AUTHORIZATION_FAILED} for p, _ in parts]})
+            continue
         partitions = []
         for p, v in parts:
             if require_stable and coordinator.has_pending_offset(group_id, name, p):
@@ -38,11 +45,15 @@ def offset_fetch(ctx: RequestContext, request: dict) -> dict:
     owns = ctx.broker.coordinator.owns
     if ctx.api_version >= 8:
         stable = request["require_stable"]
-        groups = [{"group_id": g["group_id"], "topics": _topics(ctx, g["group_id"], g["topics"], stable),
+        groups = [{"group_id": g["group_id"], "topics": [], "error_code": ErrorCode.GROUP_AUTHORIZATION_FAILED}
+                  if not ctx.allowed(Op.DESCRIBE, Res.GROUP, g["group_id"]) else
+                  {"group_id": g["group_id"], "topics": _topics(ctx, g["group_id"], g["topics"], stable),
                    "error_code": 0} if owns(g["group_id"]) else
                   {"group_id": g["group_id"], "topics": [], "error_code": ErrorCode.NOT_COORDINATOR}
                   for g in request["groups"]]
         return {"throttle_time_ms": 0, "groups": groups}
+    if not ctx.allowed(Op.DESCRIBE, Res.GROUP, request["group_id"]):
+        return {"throttle_time_ms": 0, "topics": [], "error_code": ErrorCode.GROUP_AUTHORIZATION_FAILED}
     if not owns(request["group_id"]):
         return {"throttle_time_ms": 0, "topics": [], "error_code": ErrorCode.NOT_COORDINATOR}
     requested = request["topics"]

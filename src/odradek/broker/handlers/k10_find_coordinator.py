@@ -11,6 +11,7 @@ top-level result. Any other key_type gets INVALID_REQUEST.
 Gaps: no authorization.
 """
 
+from odradek.broker.authorizer import Operation as Op, ResourceType as Res
 from odradek.broker.core import RequestContext
 from odradek.broker.registry import handler
 from odradek.protocol.api_keys import ApiKey
@@ -36,6 +37,10 @@ def find_coordinator(ctx: RequestContext, request: dict) -> dict:
 def _find(ctx: RequestContext, key_type: int, key: str) -> tuple[int, str | None, dict]:
     if key_type not in (GROUP, TRANSACTION):
         return ErrorCode.INVALID_REQUEST, "unsupported key type", NO_NODE
+    if key_type == GROUP and not ctx.allowed(Op.DESCRIBE, Res.GROUP, key):
+        return ErrorCode.GROUP_AUTHORIZATION_FAILED, None, NO_NODE
+    if key_type == TRANSACTION and not ctx.allowed(Op.DESCRIBE, Res.TRANSACTIONAL_ID, key):
+        return ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED, None, NO_NODE
     leader = ctx.broker.coordinator_node(key_type == TRANSACTION, key)
     address = leader.address(ctx.connection.listener) if leader is not None else None
     if address is None:

@@ -10,6 +10,7 @@ Errors: INVALID_GROUP_ID, INVALID_SESSION_TIMEOUT (outside group.min/max.session
 INCONSISTENT_GROUP_PROTOCOL, UNKNOWN_MEMBER_ID, FENCED_INSTANCE_ID, GROUP_MAX_SIZE_REACHED.
 """
 
+from odradek.broker.authorizer import Operation as Op, ResourceType as Res
 from odradek.broker.core import RequestContext
 from odradek.broker.registry import handler
 from odradek.coordinator.group_coordinator import JoinRequest, join_error
@@ -25,6 +26,9 @@ def client_host(ctx: RequestContext) -> str:
 @handler(ApiKey.JOIN_GROUP, 0, 9)
 async def join_group(ctx: RequestContext, request: dict) -> dict:
     version = ctx.api_version
+    if not ctx.allowed(Op.READ, Res.GROUP, request["group_id"]):
+        return {"throttle_time_ms": 0, **join_error(ErrorCode.GROUP_AUTHORIZATION_FAILED, request["member_id"] or ""),
+                "protocol_name": None if version >= 7 else ""}
     if not ctx.broker.coordinator.owns(request["group_id"]):
         return {"throttle_time_ms": 0, **join_error(ErrorCode.NOT_COORDINATOR, request["member_id"] or ""),
                 "protocol_name": None if version >= 7 else ""}

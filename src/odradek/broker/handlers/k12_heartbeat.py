@@ -6,6 +6,7 @@ does not know (expired, left, or the group is Empty), FENCED_INSTANCE_ID (v3+) f
 member. A heartbeat during CompletingRebalance is accepted.
 """
 
+from odradek.broker.authorizer import Operation as Op, ResourceType as Res
 from odradek.broker.core import RequestContext
 from odradek.broker.registry import handler
 from odradek.protocol.api_keys import ApiKey
@@ -14,6 +15,8 @@ from odradek.protocol.errors import ErrorCode
 
 @handler(ApiKey.HEARTBEAT, 0, 4)
 def heartbeat(ctx: RequestContext, request: dict) -> dict:
+    if not ctx.allowed(Op.READ, Res.GROUP, request["group_id"]):
+        return {"throttle_time_ms": 0, "error_code": ErrorCode.GROUP_AUTHORIZATION_FAILED}
     if not ctx.broker.coordinator.owns(request["group_id"]):
         return {"throttle_time_ms": 0, "error_code": ErrorCode.NOT_COORDINATOR}
     instance = request["group_instance_id"] if ctx.api_version >= 3 else None

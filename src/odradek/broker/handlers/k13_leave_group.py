@@ -8,6 +8,7 @@ NONE. v5 carries a reason, which is only logged. A removal starts a rebalance fo
 
 import logging
 
+from odradek.broker.authorizer import Operation as Op, ResourceType as Res
 from odradek.broker.core import RequestContext
 from odradek.broker.registry import handler
 from odradek.protocol.api_keys import ApiKey
@@ -19,6 +20,8 @@ log = logging.getLogger(__name__)
 @handler(ApiKey.LEAVE_GROUP, 0, 5)
 def leave_group(ctx: RequestContext, request: dict) -> dict:
     groups = ctx.broker.coordinator.groups
+    if not ctx.allowed(Op.READ, Res.GROUP, request["group_id"]):
+        return {"throttle_time_ms": 0, "error_code": ErrorCode.GROUP_AUTHORIZATION_FAILED, "members": []}
     if not ctx.broker.coordinator.owns(request["group_id"]):
         return {"throttle_time_ms": 0, "error_code": ErrorCode.NOT_COORDINATOR, "members": []}
     if ctx.api_version < 3:

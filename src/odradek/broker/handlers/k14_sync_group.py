@@ -7,6 +7,7 @@ FENCED_INSTANCE_ID (v3+), INCONSISTENT_GROUP_PROTOCOL (v5: protocol type/name di
 v5 replies carry the group's protocol type and name.
 """
 
+from odradek.broker.authorizer import Operation as Op, ResourceType as Res
 from odradek.broker.core import RequestContext
 from odradek.broker.registry import handler
 from odradek.coordinator.group_coordinator import sync_result
@@ -17,6 +18,8 @@ from odradek.protocol.errors import ErrorCode
 @handler(ApiKey.SYNC_GROUP, 0, 5)
 async def sync_group(ctx: RequestContext, request: dict) -> dict:
     version = ctx.api_version
+    if not ctx.allowed(Op.READ, Res.GROUP, request["group_id"]):
+        return {"throttle_time_ms": 0, **sync_result(ErrorCode.GROUP_AUTHORIZATION_FAILED)}
     if not ctx.broker.coordinator.owns(request["group_id"]):
         return {"throttle_time_ms": 0, **sync_result(ErrorCode.NOT_COORDINATOR)}
     fut = ctx.broker.coordinator.groups.sync(

@@ -6,6 +6,7 @@ Stable. An unknown group is described as Dead with no members and error NONE.
 Gaps: authorized operations are not computed (the "not requested" sentinel); v6 not advertised.
 """
 
+from odradek.broker.authorizer import Operation as Op, ResourceType as Res
 from odradek.broker.core import RequestContext
 from odradek.broker.registry import handler
 from odradek.coordinator.group import GroupState
@@ -36,7 +37,9 @@ def describe_groups(ctx: RequestContext, request: dict) -> dict:
     groups = ctx.broker.coordinator.groups.groups
     out = []
     for gid in request["groups"]:
-        if not gid:
+        if not ctx.allowed(Op.DESCRIBE, Res.GROUP, gid):
+            out.append({**describe(None, gid), "error_code": ErrorCode.GROUP_AUTHORIZATION_FAILED})
+        elif not gid:
             out.append({**describe(None, gid), "error_code": ErrorCode.INVALID_GROUP_ID})
         elif not ctx.broker.coordinator.owns(gid):
             out.append({**describe(None, gid), "error_code": ErrorCode.NOT_COORDINATOR})

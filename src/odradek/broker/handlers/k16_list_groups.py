@@ -5,6 +5,7 @@ Every group this coordinator knows (also Empty ones that only hold offsets), wit
 groups (case-insensitive; an empty filter keeps all).
 """
 
+from odradek.broker.authorizer import CLUSTER_NAME, Operation as Op, ResourceType as Res
 from odradek.broker.core import RequestContext
 from odradek.broker.registry import handler
 from odradek.coordinator.group import GroupState
@@ -16,8 +17,10 @@ def list_groups(ctx: RequestContext, request: dict) -> dict:
     states = {s.lower() for s in request["states_filter"]} if ctx.api_version >= 4 else set()
     types = {t.lower() for t in request["types_filter"]} if ctx.api_version >= 5 else set()
     out = []
+    # DESCRIBE on the cluster lists every group; otherwise those the principal may describe
+    every = ctx.allowed(Op.DESCRIBE, Res.CLUSTER, CLUSTER_NAME)
     for group in ctx.broker.coordinator.groups.groups.values():
-        if group.is_(GroupState.DEAD):
+        if group.is_(GroupState.DEAD) or not (every or ctx.allowed(Op.DESCRIBE, Res.GROUP, group.group_id)):
             continue
         if states and group.state.value.lower() not in states:
             continue

@@ -15,6 +15,7 @@ ZooKeeper, and answers once every new partition has a leader, or REQUEST_TIMED_O
 Gaps: config sources are reported as topic (1) for overrides and default (5) otherwise.
 """
 
+from odradek.broker.authorizer import CLUSTER_NAME, Operation as Op, ResourceType as Res
 from odradek.broker.core import RequestContext
 from odradek.broker.registry import handler
 from odradek.cluster.admin import AdminError
@@ -52,6 +53,8 @@ def _error(name: str, code: int, message: str) -> dict:
 async def _create_one(ctx: RequestContext, topic: dict, validate_only: bool, timeout_ms: int) -> dict:
     broker = ctx.broker
     name = topic["name"]
+    if not (ctx.allowed(Op.CREATE, Res.CLUSTER, CLUSTER_NAME) or ctx.allowed(Op.CREATE, Res.TOPIC, name)):
+        return _error(name, ErrorCode.TOPIC_AUTHORIZATION_FAILED, "Authorization failed.")
     problem = topic_name_error(name)
     if problem:
         return _error(name, ErrorCode.INVALID_TOPIC_EXCEPTION, problem)

@@ -10,6 +10,7 @@ delete its log (StopReplica) and then removes the topic; the answer comes when t
 metadata, or REQUEST_TIMED_OUT after `timeout_ms`.
 """
 
+from odradek.broker.authorizer import Operation as Op, ResourceType as Res
 from odradek.broker.core import RequestContext
 from odradek.broker.registry import handler
 from odradek.cluster.admin import AdminError
@@ -47,6 +48,9 @@ async def _delete_one(ctx: RequestContext, name: str | None, topic_id: bytes, ti
         if topic is None:
             return {"name": name, "topic_id": topic_id, "error_code": ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
                     "error_message": "This server does not host this topic-partition."}
+    if not ctx.allowed(Op.DELETE, Res.TOPIC, topic.name):
+        return {"name": name, "topic_id": topic_id, "error_code": ErrorCode.TOPIC_AUTHORIZATION_FAILED,
+                "error_message": "Authorization failed."}
     if not broker.config.get("delete.topic.enable"):
         return {"name": topic.name, "topic_id": topic.topic_id, "error_code": ErrorCode.TOPIC_DELETION_DISABLED,
                 "error_message": "Topic deletion is disabled."}

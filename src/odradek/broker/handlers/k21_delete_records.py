@@ -13,6 +13,7 @@ leader's from their next fetch).
 
 from concurrent.futures import Future
 
+from odradek.broker.authorizer import Operation as Op, ResourceType as Res
 from odradek.broker.core import RequestContext, when_durable
 from odradek.broker.registry import handler
 from odradek.cluster.partition import ReplicationError
@@ -27,8 +28,12 @@ def delete_records(ctx: RequestContext, request: dict):
     pending: list[tuple[dict, Future]] = []
     for topic in request["topics"]:
         partitions = []
+        allowed = ctx.allowed(Op.DELETE, Res.TOPIC, topic["name"])
         for part in topic["partitions"]:
             index = part["partition_index"]
+            if not allowed:
+                partitions.append(_result(index, ErrorCode.TOPIC_AUTHORIZATION_FAILED))
+                continue
             try:
                 plog = ctx.broker.replicas.leader_partition(topic["name"], index).log
             except ReplicationError as exc:

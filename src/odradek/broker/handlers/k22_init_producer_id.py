@@ -27,6 +27,7 @@ v6 (KIP-939 two-phase commit fields) is not advertised.
 
 import logging
 
+from odradek.broker.authorizer import Operation as Op, ResourceType as Res
 from odradek.broker.core import RequestContext
 from odradek.broker.registry import handler
 from odradek.protocol.api_keys import ApiKey
@@ -53,6 +54,8 @@ async def init_producer_id(ctx: RequestContext, request: dict) -> dict:
     if transactional_id is not None:
         if transactional_id == "":
             return _error(ErrorCode.INVALID_REQUEST)
+        if not ctx.allowed(Op.WRITE, Res.TRANSACTIONAL_ID, transactional_id):
+            return _error(ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
         if not ctx.broker.txn_coordinator.owns(transactional_id):
             return _error(ErrorCode.NOT_COORDINATOR)
         fenced = ErrorCode.PRODUCER_FENCED if ctx.api_version >= 4 else ErrorCode.INVALID_PRODUCER_EPOCH

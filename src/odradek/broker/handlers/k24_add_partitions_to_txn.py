@@ -12,6 +12,7 @@ in the transaction (INVALID_TXN_STATE for those that are not): a group coordinat
 writes transactional offsets. Only the transactional id's coordinator answers (NOT_COORDINATOR elsewhere).
 """
 
+from odradek.broker.authorizer import Operation as Op, ResourceType as Res
 from odradek.broker.core import RequestContext
 from odradek.broker.registry import handler
 from odradek.protocol.api_keys import ApiKey
@@ -27,6 +28,12 @@ def _results(topics: list, errors: dict) -> list:
 async def _add(ctx: RequestContext, txn_id: str, pid: int, epoch: int, topics: list, verify_only: bool = False) -> list:
     broker = ctx.broker
     wanted = [(t["name"], p) for t in topics for p in t["partitions"]]
+    if not ctx.allowed(Op.WRITE, Res.TRANSACTIONAL_ID, txn_id):
+        return _results(topics, dict.fromkeys(wanted, ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED))
+    denied = {tp for tp in wanted if not ctx.allowed(Op.WRITE, Res.TOPIC, tp[0])}
+    if denied:
+        return _results(topics, {tp: ErrorCode.TOPIC_AUTHORIZATION_FAILED if tp in denied
+                                 else ErrorCode.OPERATION_NOT_ATTEMPTED for tp in wanted})
     if not broker.txn_coordinator.owns(txn_id):
         return _results(topics, {tp: ErrorCode.NOT_COORDINATOR for tp in wanted})
     missing = {tp for tp in wanted if not broker.partition_exists(*tp)}

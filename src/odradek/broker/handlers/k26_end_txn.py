@@ -15,6 +15,7 @@ storage error, NOT_COORDINATOR on a broker that does not coordinate the id.
 Gaps: v5 (KIP-890 part 2, the epoch bump on every EndTxn) is not advertised.
 """
 
+from odradek.broker.authorizer import Operation as Op, ResourceType as Res
 from odradek.broker.core import RequestContext
 from odradek.broker.registry import handler
 from odradek.protocol.api_keys import ApiKey
@@ -23,6 +24,8 @@ from odradek.protocol.errors import ErrorCode
 
 @handler(ApiKey.END_TXN, 0, 4)
 async def end_txn(ctx: RequestContext, request: dict) -> dict:
+    if not ctx.allowed(Op.WRITE, Res.TRANSACTIONAL_ID, request["transactional_id"]):
+        return {"throttle_time_ms": 0, "error_code": ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED}
     if not ctx.broker.txn_coordinator.owns(request["transactional_id"]):
         return {"throttle_time_ms": 0, "error_code": ErrorCode.NOT_COORDINATOR}
     fenced = ErrorCode.PRODUCER_FENCED if ctx.api_version >= 2 else ErrorCode.INVALID_PRODUCER_EPOCH

@@ -10,17 +10,26 @@ NOT_LEADER_OR_FOLLOWER (leadership moved: the coordinator asks the new leader), 
 Gaps: v2 (KIP-890 transaction version) is not advertised; no CLUSTER_ACTION authorization.
 """
 
+from odradek.broker.authorizer import CLUSTER_NAME, Operation as Op, ResourceType as Res
 from odradek.broker.core import RequestContext
 from odradek.broker.registry import handler
 from odradek.broker.txn_markers import write_markers_here
 from odradek.protocol.api_keys import ApiKey
+from odradek.protocol.errors import ErrorCode
 
 
 @handler(ApiKey.WRITE_TXN_MARKERS, 0, 1)
 async def write_txn_markers(ctx: RequestContext, request: dict) -> dict:
     results = []
+    allowed = ctx.allowed(Op.CLUSTER_ACTION, Res.CLUSTER, CLUSTER_NAME)  # brokers only
     for marker in request["markers"]:
         partitions = [(t["name"], p) for t in marker["topics"] for p in t["partition_indexes"]]
+        if not allowed:
+            results.append({"producer_id": marker["producer_id"], "topics": [
+                {"name": t["name"], "partitions": [
+                    {"partition_index": p, "error_code": ErrorCode.CLUSTER_AUTHORIZATION_FAILED}
+                    for p in t["partition_indexes"]]} for t in marker["topics"]]})
+            continue
         errors = await write_markers_here(ctx.broker, marker["producer_id"], marker["producer_epoch"],
                                           marker["coordinator_epoch"], marker["transaction_result"], partitions)
         results.append({"producer_id": marker["producer_id"], "topics": [

@@ -16,6 +16,7 @@ not the group's), FENCED_INSTANCE_ID. Per partition: UNKNOWN_TOPIC_OR_PARTITION,
 v2+ carry the leader epoch.
 """
 
+from odradek.broker.authorizer import Operation as Op, ResourceType as Res
 from odradek.broker.core import RequestContext
 from odradek.broker.registry import handler
 from odradek.coordinator import OFFSETS_TOPIC
@@ -41,6 +42,14 @@ async def _commit(ctx: RequestContext, request: dict) -> dict[tuple[str, int], i
     keys = [(t["name"], p["partition_index"]) for t in request["topics"] for p in t["partitions"]]
     if not group_id:
         return dict.fromkeys(keys, ErrorCode.INVALID_GROUP_ID)
+    if not ctx.allowed(Op.WRITE, Res.TRANSACTIONAL_ID, request["transactional_id"]):
+        return dict.fromkeys(keys, ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
+    if not ctx.allowed(Op.READ, Res.GROUP, group_id):
+        return dict.fromkeys(keys, ErrorCode.GROUP_AUTHORIZATION_FAILED)
+    denied = {k for k in keys if not ctx.allowed(Op.READ, Res.TOPIC, k[0])}
+    if denied:
+        return {k: ErrorCode.TOPIC_AUTHORIZATION_FAILED if k in denied else ErrorCode.OPERATION_NOT_ATTEMPTED
+                for k in keys}
     if not coordinator.owns(group_id):
         return dict.fromkeys(keys, ErrorCode.NOT_COORDINATOR)
     error = coordinator.offsets.check_txn_member(

@@ -9,6 +9,7 @@ unsupported resource type → INVALID_REQUEST. Config types are reported from v3
 Gaps: no documentation strings (`include_documentation` returns null); BROKER_LOGGER (8) is not supported.
 """
 
+from odradek.broker.authorizer import CLUSTER_NAME, Operation as Op, ResourceType as Res
 from odradek.broker.core import RequestContext
 from odradek.broker.registry import handler
 from odradek.config import BROKER_PROPERTIES, topic_config_type
@@ -41,7 +42,11 @@ def describe_configs(ctx: RequestContext, request: dict) -> dict:
     for resource in request["resources"]:
         kind, name = resource["resource_type"], resource["resource_name"]
         result = {"error_code": 0, "error_message": None, "resource_type": kind, "resource_name": name, "configs": []}
-        if kind == RESOURCE_TOPIC:
+        if kind == RESOURCE_TOPIC and not ctx.allowed(Op.DESCRIBE_CONFIGS, Res.TOPIC, name):
+            result.update(error_code=ErrorCode.TOPIC_AUTHORIZATION_FAILED, error_message="Authorization failed.")
+        elif kind == RESOURCE_BROKER and not ctx.allowed(Op.DESCRIBE_CONFIGS, Res.CLUSTER, CLUSTER_NAME):
+            result.update(error_code=ErrorCode.CLUSTER_AUTHORIZATION_FAILED, error_message="Authorization failed.")
+        elif kind == RESOURCE_TOPIC:
             topic = ctx.broker.metadata.topic(name)
             if topic is None:
                 result.update(error_code=ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,

@@ -13,6 +13,7 @@ only) is not advertised.
 import os
 import shutil
 
+from odradek.broker.authorizer import CLUSTER_NAME, Operation as Op, ResourceType as Res
 from odradek.broker.core import RequestContext
 from odradek.broker.registry import handler
 from odradek.protocol.api_keys import ApiKey
@@ -22,6 +23,8 @@ from odradek.protocol.errors import ErrorCode
 @handler(ApiKey.DESCRIBE_LOG_DIRS, 0, 4)
 def describe_log_dirs(ctx: RequestContext, request: dict) -> dict:
     broker = ctx.broker
+    if not ctx.allowed(Op.DESCRIBE, Res.CLUSTER, CLUSTER_NAME):
+        return {"throttle_time_ms": 0, "error_code": ErrorCode.CLUSTER_AUTHORIZATION_FAILED, "results": []}
     logs = broker.logs.logs()
     if request["topics"] is None:
         wanted = sorted(logs)

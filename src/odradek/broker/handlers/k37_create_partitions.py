@@ -8,6 +8,7 @@ itself); unknown topic → UNKNOWN_TOPIC_OR_PARTITION; a topic named twice → I
 elsewhere); it answers once the new partitions have leaders, or REQUEST_TIMED_OUT after `timeout_ms`.
 """
 
+from odradek.broker.authorizer import Operation as Op, ResourceType as Res
 from odradek.broker.core import RequestContext
 from odradek.broker.registry import handler
 from odradek.cluster.admin import AdminError
@@ -37,6 +38,8 @@ async def create_partitions(ctx: RequestContext, request: dict) -> dict:
 
 async def _grow(ctx: RequestContext, request_topic: dict, validate_only: bool, timeout_ms: int) -> tuple[int, str | None]:
     broker = ctx.broker
+    if not ctx.allowed(Op.ALTER, Res.TOPIC, request_topic["name"]):
+        return ErrorCode.TOPIC_AUTHORIZATION_FAILED, "Authorization failed."
     topic = broker.metadata.topic(request_topic["name"])
     if topic is None:
         return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"Topic {request_topic['name']} does not exist"

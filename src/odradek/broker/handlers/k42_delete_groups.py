@@ -4,6 +4,7 @@ Deletes Empty groups with their committed offsets (tombstones in `__consumer_off
 GROUP_ID_NOT_FOUND for an unknown group, NON_EMPTY_GROUP while it has members, INVALID_GROUP_ID for "".
 """
 
+from odradek.broker.authorizer import Operation as Op, ResourceType as Res
 from odradek.broker.core import RequestContext
 from odradek.broker.registry import handler
 from odradek.protocol.api_keys import ApiKey
@@ -14,6 +15,8 @@ from odradek.protocol.errors import ErrorCode
 async def delete_groups(ctx: RequestContext, request: dict) -> dict:
     coordinator = ctx.broker.coordinator
     names = request["groups_names"]
-    results = dict(await coordinator.offsets.delete_groups([g for g in names if coordinator.owns(g)]))
+    allowed = {g for g in names if ctx.allowed(Op.DELETE, Res.GROUP, g)}
+    results = {g: ErrorCode.GROUP_AUTHORIZATION_FAILED for g in names if g not in allowed}
+    results.update(await coordinator.offsets.delete_groups([g for g in allowed if coordinator.owns(g)]))
     return {"throttle_time_ms": 0, "results": [
         {"group_id": g, "error_code": results.get(g, ErrorCode.NOT_COORDINATOR)} for g in names]}

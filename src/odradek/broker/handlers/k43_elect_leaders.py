@@ -11,6 +11,7 @@ leads everything already: ELECTION_NOT_NEEDED.
 
 import asyncio
 
+from odradek.broker.authorizer import CLUSTER_NAME, Operation as Op, ResourceType as Res
 from odradek.broker.core import RequestContext
 from odradek.broker.registry import handler
 from odradek.cluster.admin import AdminError
@@ -22,6 +23,9 @@ PREFERRED = 0
 
 @handler(ApiKey.ELECT_LEADERS, 0, 2)
 async def elect_leaders(ctx: RequestContext, request: dict) -> dict:
+    if not ctx.allowed(Op.ALTER, Res.CLUSTER, CLUSTER_NAME):
+        return {"throttle_time_ms": 0, "error_code": ErrorCode.CLUSTER_AUTHORIZATION_FAILED,
+                "replica_election_results": []}
     preferred = ctx.api_version == 0 or request["election_type"] == PREFERRED
     wanted = None if request["topic_partitions"] is None else [
         (t["topic"], p) for t in request["topic_partitions"] for p in t["partitions"]]

@@ -14,6 +14,7 @@ of itself is a no-op, anything else INVALID_REPLICA_ASSIGNMENT.
 
 import asyncio
 
+from odradek.broker.authorizer import CLUSTER_NAME, Operation as Op, ResourceType as Res
 from odradek.broker.core import RequestContext
 from odradek.broker.registry import handler
 from odradek.cluster.admin import AdminError
@@ -23,6 +24,9 @@ from odradek.protocol.errors import ErrorCode
 
 @handler(ApiKey.ALTER_PARTITION_REASSIGNMENTS, 0, 1)
 async def alter_partition_reassignments(ctx: RequestContext, request: dict) -> dict:
+    if not ctx.allowed(Op.ALTER, Res.CLUSTER, CLUSTER_NAME):
+        return {"throttle_time_ms": 0, "error_code": ErrorCode.CLUSTER_AUTHORIZATION_FAILED,
+                "error_message": "Authorization failed.", "responses": []}
     named = [(t["name"], p["partition_index"]) for t in request["topics"] for p in t["partitions"]]
     outcomes: dict[tuple[str, int], tuple[int, str | None]] = {}
     wanted: dict[tuple[str, int], list[int] | None] = {}

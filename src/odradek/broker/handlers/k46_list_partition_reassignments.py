@@ -9,6 +9,7 @@ the controller answers (NOT_CONTROLLER elsewhere). A single node never reassigns
 
 import asyncio
 
+from odradek.broker.authorizer import CLUSTER_NAME, Operation as Op, ResourceType as Res
 from odradek.broker.core import RequestContext
 from odradek.broker.registry import handler
 from odradek.cluster.admin import AdminError
@@ -18,6 +19,9 @@ from odradek.protocol.errors import ErrorCode
 
 @handler(ApiKey.LIST_PARTITION_REASSIGNMENTS, 0, 0)
 async def list_partition_reassignments(ctx: RequestContext, request: dict) -> dict:
+    if not ctx.allowed(Op.DESCRIBE, Res.CLUSTER, CLUSTER_NAME):
+        return {"throttle_time_ms": 0, "error_code": ErrorCode.CLUSTER_AUTHORIZATION_FAILED,
+                "error_message": "Authorization failed.", "topics": []}
     wanted = None if request["topics"] is None else [
         (t["name"], p) for t in request["topics"] for p in t["partition_indexes"]]
     try:

@@ -6,6 +6,7 @@ GROUP_SUBSCRIBED_TO_TOPIC while active members subscribe to the topic, UNKNOWN_T
 partition that does not exist.
 """
 
+from odradek.broker.authorizer import Operation as Op, ResourceType as Res
 from odradek.broker.core import RequestContext
 from odradek.broker.registry import handler
 from odradek.protocol.api_keys import ApiKey
@@ -15,6 +16,14 @@ from odradek.protocol.errors import ErrorCode
 @handler(ApiKey.OFFSET_DELETE, 0, 0)
 async def offset_delete(ctx: RequestContext, request: dict) -> dict:
     wanted = [(t["name"], [p["partition_index"] for p in t["partitions"]]) for t in request["topics"]]
+    if not ctx.allowed(Op.DELETE, Res.GROUP, request["group_id"]):
+        return {"error_code": ErrorCode.GROUP_AUTHORIZATION_FAILED, "throttle_time_ms": 0, "topics": []}
+    if any(not ctx.allowed(Op.READ, Res.TOPIC, name) for name, _ in wanted):
+        return {"error_code": 0, "throttle_time_ms": 0, "topics": [
+            {"name": name, "partitions": [{"partition_index": p, "error_code": ErrorCode.TOPIC_AUTHORIZATION_FAILED
+                                           if not ctx.allowed(Op.READ, Res.TOPIC, name) else
+                                           ErrorCode.OPERATION_NOT_ATTEMPTED} for p in parts]}
+            for name, parts in wanted]}
     if not ctx.broker.coordinator.owns(request["group_id"]):
         return {"error_code": ErrorCode.NOT_COORDINATOR, "throttle_time_ms": 0, "topics": []}
     error, results = await ctx.broker.coordinator.offsets.delete_offsets(request["group_id"], wanted)

@@ -4,9 +4,10 @@ The mechanisms and iteration counts of users' SCRAM credentials (broker/scram_st
 keys. No users named (null or empty): every user with a credential. A user without one gets
 RESOURCE_NOT_FOUND, a user named twice DUPLICATE_RESOURCE.
 
-Gaps: no CLUSTER DESCRIBE authorization yet.
+Needs DESCRIBE on the cluster (CLUSTER_AUTHORIZATION_FAILED).
 """
 
+from odradek.broker.authorizer import CLUSTER_NAME, Operation as Op, ResourceType as Res
 from odradek.broker.core import RequestContext
 from odradek.broker.registry import handler
 from odradek.net.sasl import SCRAM_MECHANISM_IDS
@@ -18,6 +19,8 @@ MECHANISM_NUMBERS = {name: number for number, name in SCRAM_MECHANISM_IDS.items(
 
 @handler(ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS, 0, 0)
 def describe_user_scram_credentials(ctx: RequestContext, request: dict) -> dict:
+    if not ctx.allowed(Op.DESCRIBE, Res.CLUSTER, CLUSTER_NAME):
+        return {"error_code": ErrorCode.CLUSTER_AUTHORIZATION_FAILED, "error_message": None, "results": []}
     users = ctx.broker.scram.users()
     asked = [u["name"] for u in request["users"] or []]
     names = asked or sorted(users)

@@ -8,12 +8,13 @@ UNSUPPORTED_SASL_MECHANISM, the same user and mechanism twice in one request DUP
 credential that does not exist RESOURCE_NOT_FOUND. A user with any failure changes nothing; the others'
 changes are stored together (single node: one file write; cluster mode: ZooKeeper).
 
-Gaps: no CLUSTER ALTER authorization yet.
+Needs ALTER on the cluster (CLUSTER_AUTHORIZATION_FAILED).
 """
 
 import logging
 from collections import Counter
 
+from odradek.broker.authorizer import CLUSTER_NAME, Operation as Op, ResourceType as Res
 from odradek.broker.core import RequestContext
 from odradek.broker.registry import handler
 from odradek.net.sasl import MAX_ITERATIONS, MIN_ITERATIONS, SCRAM_MECHANISM_IDS, ScramCredential
@@ -25,6 +26,9 @@ log = logging.getLogger(__name__)
 
 @handler(ApiKey.ALTER_USER_SCRAM_CREDENTIALS, 0, 0)
 async def alter_user_scram_credentials(ctx: RequestContext, request: dict) -> dict:
+    if not ctx.allowed(Op.ALTER, Res.CLUSTER, CLUSTER_NAME):
+        names = dict.fromkeys(a["name"] for a in request["deletions"] + request["upsertions"])
+        return {"results": [{"user": n, "error_code": ErrorCode.CLUSTER_AUTHORIZATION_FAILED} for n in names]}
     store = ctx.broker.scram
     existing = store.users()
     alterations = [("delete", d) for d in request["deletions"]] + [("upsert", u) for u in request["upsertions"]]

@@ -6,10 +6,12 @@ offset of its open transaction there (-1: none). A partition that does not exist
 UNKNOWN_TOPIC_OR_PARTITION; one this broker does not lead → NOT_LEADER_OR_FOLLOWER.
 """
 
+from odradek.broker.authorizer import Operation as Op, ResourceType as Res
 from odradek.broker.core import RequestContext
 from odradek.broker.registry import handler
 from odradek.cluster.partition import ReplicationError
 from odradek.protocol.api_keys import ApiKey
+from odradek.protocol.errors import ErrorCode
 
 
 def _partition(ctx: RequestContext, topic: str, index: int) -> dict:
@@ -28,5 +30,8 @@ def _partition(ctx: RequestContext, topic: str, index: int) -> dict:
 @handler(ApiKey.DESCRIBE_PRODUCERS, 0, 0)
 def describe_producers(ctx: RequestContext, request: dict) -> dict:
     return {"throttle_time_ms": 0, "topics": [
-        {"name": t["name"], "partitions": [_partition(ctx, t["name"], p) for p in t["partition_indexes"]]}
+        {"name": t["name"], "partitions": [
+            _partition(ctx, t["name"], p) if ctx.allowed(Op.READ, Res.TOPIC, t["name"]) else
+            {"partition_index": p, "error_code": ErrorCode.TOPIC_AUTHORIZATION_FAILED, "active_producers": []}
+            for p in t["partition_indexes"]]}
         for t in request["topics"]]}

@@ -6,6 +6,7 @@ group's `__consumer_offsets` partition included after AddOffsetsToTxn). Unknown 
 TRANSACTIONAL_ID_NOT_FOUND; an id this broker does not coordinate → NOT_COORDINATOR.
 """
 
+from odradek.broker.authorizer import Operation as Op, ResourceType as Res
 from odradek.broker.core import RequestContext
 from odradek.broker.registry import handler
 from odradek.coordinator.txn_state import TxnState
@@ -35,4 +36,7 @@ def _describe(ctx: RequestContext, txn_id: str) -> dict:
 @handler(ApiKey.DESCRIBE_TRANSACTIONS, 0, 0)
 def describe_transactions(ctx: RequestContext, request: dict) -> dict:
     return {"throttle_time_ms": 0,
-            "transaction_states": [_describe(ctx, txn_id) for txn_id in request["transactional_ids"]]}
+            "transaction_states": [
+                _describe(ctx, txn_id) if ctx.allowed(Op.DESCRIBE, Res.TRANSACTIONAL_ID, txn_id) else
+                {"transactional_id": txn_id, "error_code": ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED, "topics": []}
+                for txn_id in request["transactional_ids"]]}

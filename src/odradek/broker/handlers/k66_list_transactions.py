@@ -6,9 +6,11 @@ transactions open for at least that many milliseconds.
 Gaps: v2 (transactional id regex filter) is not advertised.
 """
 
+from odradek.broker.authorizer import Operation as Op, ResourceType as Res
 from odradek.broker.core import RequestContext
 from odradek.broker.registry import handler
 from odradek.protocol.api_keys import ApiKey
+from odradek.protocol.errors import ErrorCode
 
 
 @handler(ApiKey.LIST_TRANSACTIONS, 0, 1)
@@ -18,4 +20,5 @@ def list_transactions(ctx: RequestContext, request: dict) -> dict:
                                                      list(request["producer_id_filters"]), duration)
     return {"throttle_time_ms": 0, "error_code": 0, "unknown_state_filters": unknown,
             "transaction_states": [{"transactional_id": m.transactional_id, "producer_id": m.producer_id,
-                                    "transaction_state": m.state.kafka_name} for m in found]}
+                                    "transaction_state": m.state.kafka_name} for m in found
+                                   if ctx.allowed(Op.DESCRIBE, Res.TRANSACTIONAL_ID, m.transactional_id)]}
