@@ -39,6 +39,7 @@ import uuid
 from typing import TYPE_CHECKING
 
 from odradek.cluster import ClusterError
+from odradek.cluster import zk_acls
 from odradek.cluster import zk_layout as L
 from odradek.cluster.broker_client import BrokerClient, BrokerUnavailable
 from odradek.cluster.controller import Controller, ShutdownRefused
@@ -155,6 +156,10 @@ class ClusterMember:
         await self._register()
         await self._load_scram_users()
         self.broker.scram.persist = self._store_scram_users
+        for path in zk_acls.PATHS:
+            await self.zk.ensure_path(path)
+        self.broker.authorizer.persist = self._store_acls
+        await self._watch_acl_changes()
         await self._watch_config_changes()
         await self.broker_configs_changed()
         await self._elect()
@@ -363,6 +368,7 @@ class ClusterMember:
         holds `/controller`, rebuilds its view (or starts, if it had resigned meanwhile)."""
         try:
             await self._watch_config_changes()
+            await self._watch_acl_changes()
             found = await self.zk.get_or_none(L.CONTROLLER, self._controller_watch)
             if found is None:
                 await self._elect()
@@ -379,6 +385,7 @@ class ClusterMember:
         try:
             await self._register()
             await self._watch_config_changes()
+            await self._watch_acl_changes()
             await self._elect()
         except Exception:
             log.exception("broker %d could not rejoin the cluster", self.broker_id)
@@ -541,6 +548,18 @@ class ClusterMember:
             await self.zk.create(f"{L.CONFIG_CHANGES}/{L.CONFIG_CHANGE_PREFIX}",
                                  L.encode_config_change(path[len(L.USER_CONFIGS) + 1:], "users"),
                                  sequence=True, makepath=True)
+
+    async def _watch_acl_changes(self) -> None:
+        """(Re)arm the watches on both ACL change paths and read every ACL again (cluster/zk_acls.py)."""
+        for path in (zk_acls.LITERAL_CHANGES, zk_acls.EXTENDED_CHANGES):
+            await self.zk.children(path, self._acl_changes_watch)
+        self.broker.authorizer.replace_all(await zk_acls.read_all(self.zk))
+
+    def _acl_changes_watch(self, event) -> None:
+        self._spawn(self._watch_acl_changes())
+
+    async def _store_acls(self, acls: set) -> None:
+        await zk_acls.write_changes(self.zk, self.broker.authorizer.acls(), acls)
 
     def _config_changes_watch(self, event) -> None:
         self._spawn(self._watch_config_changes())
