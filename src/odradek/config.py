@@ -156,6 +156,12 @@ BROKER_PROPERTIES: dict[str, Property] = {
         Property("plain.sasl.jaas.config", str, ""),
         Property("connections.max.reauth.ms", _parse_int, 0, _at_least(0)),
         Property("connection.failed.authentication.delay.ms", _parse_int, 100, _at_least(0)),
+        Property("sasl.oauthbearer.jwks.endpoint.url", str, ""),
+        Property("sasl.oauthbearer.jwks.endpoint.refresh.ms", _parse_int, 3600000, _at_least(1000)),
+        Property("sasl.oauthbearer.expected.audience", str, ""),
+        Property("sasl.oauthbearer.expected.issuer", str, ""),
+        Property("sasl.oauthbearer.sub.claim.name", str, "sub"),
+        Property("sasl.oauthbearer.clock.skew.seconds", _parse_int, 30, _at_least(0)),
         # the authorizer (broker/authorizer.py)
         Property("authorizer.class.name", str, ""),
         Property("super.users", str, ""),

@@ -22,6 +22,12 @@ default GSSAPI as in Kafka, which odradek does not offer; set it):
   (or `plain.sasl.jaas.config`), `user_<name>="<password>"` entries, as Kafka's PlainLoginModule reads them.
 - SCRAM-SHA-256 and SCRAM-SHA-512 (RFC 5802, RFC 7677): the server's side of the exchange against salted,
   iterated credentials (`ScramCredential`), which AlterUserScramCredentials manages (broker/scram_store.py).
+- OAUTHBEARER (RFC 7628) with signed-JWT validation, as Kafka's OAuthBearerValidatorCallbackHandler:
+  the token's signature against the keys of `sasl.oauthbearer.jwks.endpoint.url` (a JWKS file:// or
+  http(s):// URL, read again every `sasl.oauthbearer.jwks.endpoint.refresh.ms` and for an unknown key id),
+  its expiry (with `sasl.oauthbearer.clock.skew.seconds`), `sasl.oauthbearer.expected.audience` and
+  `.issuer` when set; the principal is the `sasl.oauthbearer.sub.claim.name` claim (`sub`). With
+  `connections.max.reauth.ms` set, the session ends when the token does, if that is sooner.
 """
 
 from __future__ import annotations
@@ -43,7 +49,8 @@ log = logging.getLogger(__name__)
 SCRAM_MECHANISMS = {"SCRAM-SHA-256": "sha256", "SCRAM-SHA-512": "sha512"}
 # AlterUserScramCredentials / DescribeUserScramCredentials name the mechanisms by number
 SCRAM_MECHANISM_IDS = {1: "SCRAM-SHA-256", 2: "SCRAM-SHA-512"}
-SUPPORTED_MECHANISMS = ("PLAIN", *SCRAM_MECHANISMS)
+SUPPORTED_MECHANISMS = ("PLAIN", *SCRAM_MECHANISMS, "OAUTHBEARER")
+JWT_ALGORITHMS = ["RS256", "RS384", "RS512", "PS256", "PS384", "PS512", "ES256", "ES384", "ES512"]
 MIN_ITERATIONS, MAX_ITERATIONS = 4096, 16384  # Kafka's bounds for SCRAM iterations
 
 
@@ -216,6 +223,107 @@ class ScramMechanism:
         return b"v=" + base64.b64encode(server_signature)
 
 
+class JwtValidator:
+    """Validates OAUTHBEARER tokens (JWTs) against a JWKS (see the module docstring); PyJWT does the work."""
+
+    def __init__(self, config: BrokerConfig, listener: str) -> None:
+        def value(key: str) -> str:
+            return str(config.for_listener(listener, key) or "").strip()
+
+        self.url = value("sasl.oauthbearer.jwks.endpoint.url")
+        if not self.url:
+            raise ConfigError(f"listener {listener} offers OAUTHBEARER: set sasl.oauthbearer.jwks.endpoint.url "
+                              "(the JWKS, file:// or http(s)://, whose keys sign the tokens)")
+        self.audience = [a.strip() for a in value("sasl.oauthbearer.expected.audience").split(",") if a.strip()]
+        self.issuer = value("sasl.oauthbearer.expected.issuer") or None
+        self.sub_claim = value("sasl.oauthbearer.sub.claim.name") or "sub"
+        self.leeway_s = int(value("sasl.oauthbearer.clock.skew.seconds") or 30)
+        self._refresh_s = int(value("sasl.oauthbearer.jwks.endpoint.refresh.ms") or 3600000) / 1000.0
+        self._path: str | None = None  # a JWKS file, read here; a URL is PyJWKClient's to fetch and cache
+        self._file_keys: dict[str, object] = {}
+        self._file_read_s = 0.0
+        if self.url.startswith("file:"):
+            from urllib.parse import unquote, urlparse
+
+            self._path = unquote(urlparse(self.url).path)
+            self._read_file()
+        else:
+            from jwt import PyJWKClient
+
+            self._client = PyJWKClient(self.url, cache_keys=True, lifespan=max(int(self._refresh_s), 1), timeout=5)
+
+    def _read_file(self) -> None:
+        from jwt import PyJWKSet
+
+        try:
+            with open(self._path or "") as f:
+                keys = PyJWKSet.from_json(f.read()).keys
+        except Exception as exc:  # OSError, or any of PyJWT's errors about the contents
+            raise ConfigError(f"sasl.oauthbearer.jwks.endpoint.url: cannot read {self._path}: {exc}") from None
+        self._file_keys = {k.key_id or "": k for k in keys}
+        self._file_read_s = time.monotonic()
+
+    def _key(self, token: str):
+        import jwt
+
+        if self._path is None:
+            return self._client.get_signing_key_from_jwt(token)
+        kid = jwt.get_unverified_header(token).get("kid") or ""
+        if kid not in self._file_keys or time.monotonic() - self._file_read_s > self._refresh_s:
+            try:
+                self._read_file()
+            except ConfigError as exc:
+                raise jwt.PyJWKClientError(str(exc)) from None
+        if kid not in self._file_keys:
+            raise jwt.PyJWKClientError(f'Unable to find a signing key that matches: "{kid}"')
+        return self._file_keys[kid]
+
+    def validate(self, token: str) -> dict:
+        """The token's claims; AuthenticationFailed (with the reason) if it is not valid."""
+        import jwt
+
+        try:
+            key = self._key(token)
+            claims = jwt.decode(token, key.key, algorithms=JWT_ALGORITHMS, audience=self.audience or None,
+                                issuer=self.issuer, leeway=self.leeway_s,
+                                options={"require": ["exp", self.sub_claim], "verify_aud": bool(self.audience)})
+        except jwt.PyJWKClientError as exc:
+            raise AuthenticationFailed(f"Authentication failed: no key to check the token with: {exc}") from None
+        except jwt.InvalidTokenError as exc:
+            raise AuthenticationFailed(f"Authentication failed: invalid token: {exc}") from None
+        if not isinstance(claims.get(self.sub_claim), str) or not claims[self.sub_claim]:
+            raise AuthenticationFailed(f"Authentication failed: the {self.sub_claim} claim is not a name")
+        return claims
+
+
+class OAuthBearerMechanism:
+    """RFC 7628's client response, `n,,<0x01>auth=Bearer <token><0x01><0x01>`, checked by a JwtValidator."""
+
+    def __init__(self, validator: JwtValidator) -> None:
+        self._validator = validator
+        self.complete = False
+        self.user = ""
+        self.expires_s: float | None = None  # the token's expiry (epoch seconds)
+
+    def step(self, token: bytes) -> bytes:
+        try:
+            text = token.decode("utf-8")
+        except UnicodeDecodeError:
+            raise AuthenticationFailed("Invalid OAUTHBEARER message: not UTF-8") from None
+        header, sep, rest = text.partition("\x01")
+        if not sep or not re.fullmatch(r"[ny],(a=[^,]*)?,", header) or not rest.endswith("\x01\x01"):
+            raise AuthenticationFailed("Invalid OAUTHBEARER client message")
+        pairs = dict(kv.split("=", 1) for kv in rest.split("\x01") if "=" in kv)
+        scheme, _, jwt_token = pairs.get("auth", "").partition(" ")
+        if scheme.lower() != "bearer" or not jwt_token.strip():
+            raise AuthenticationFailed("Invalid OAUTHBEARER client message: no bearer token")
+        claims = self._validator.validate(jwt_token.strip())
+        self.user = claims[self._validator.sub_claim]
+        self.expires_s = float(claims["exp"])
+        self.complete = True
+        return b""
+
+
 # -- a listener's settings ---------------------------------------------------------------------------------
 
 _JAAS_ENTRY = re.compile(r'([A-Za-z0-9_.\-]+)\s*=\s*"((?:[^"\\]|\\.)*)"')
@@ -237,6 +345,7 @@ class SaslListener:
     scram_credentials: Callable[[str, str], ScramCredential | None]
     max_reauth_ms: int
     failed_delay_ms: int = 100  # connection.failed.authentication.delay.ms
+    jwt: JwtValidator | None = None  # OAUTHBEARER's
 
     @classmethod
     def from_config(cls, config: BrokerConfig, listener: str,
@@ -254,12 +363,16 @@ class SaslListener:
             if not users:
                 raise ConfigError(f"listener {listener} offers PLAIN but listener.name.{listener.lower()}"
                                   '.plain.sasl.jaas.config names no user_<name>="<password>"')
+        jwt = JwtValidator(config, listener) if "OAUTHBEARER" in mechanisms else None
         return cls(listener, mechanisms, users, scram_credentials, config.int("connections.max.reauth.ms"),
-                   config.int("connection.failed.authentication.delay.ms"))
+                   config.int("connection.failed.authentication.delay.ms"), jwt)
 
     def mechanism(self, name: str) -> Mechanism:
         if name == "PLAIN":
             return PlainMechanism(self.plain_users)
+        if name == "OAUTHBEARER":
+            assert self.jwt is not None
+            return OAuthBearerMechanism(self.jwt)
         return ScramMechanism(name, self.scram_credentials)
 
 
@@ -320,4 +433,8 @@ class SaslSession:
             self.state = self.AUTHENTICATED
             reauth = self.listener.max_reauth_ms
             self.session_expires_s = time.monotonic() + reauth / 1000.0 if reauth > 0 else None
+            token_expires = getattr(mechanism, "expires_s", None)
+            if self.session_expires_s is not None and token_expires is not None:  # ends with the token
+                self.session_expires_s = min(self.session_expires_s,
+                                             time.monotonic() + max(token_expires - time.time(), 0.0))
         return answer
