@@ -51,6 +51,14 @@ SUITES = {
     "test_controller_store": ("controller state writes fenced by epoch, on a real ZooKeeper", None),
     "test_zookeeper_server": ("ZooKeeper server tooling", None),
     "test_cluster_describe": ("odradek cluster describe", None),
+    "test_tls": ("TLS listeners: confluent-kafka, kafka-python, aiokafka, kcat; mutual TLS", None),
+    "test_sasl": ("SASL PLAIN and SCRAM: confluent-kafka, kafka-python, aiokafka, kcat", None),
+    "test_oauthbearer": ("SASL OAUTHBEARER (JWT): confluent-kafka", "confluent-kafka"),
+    "test_acls": ("ACLs: confluent-kafka users under the authorizer", "confluent-kafka"),
+    "test_cluster_tls": ("three-broker cluster replicating over TLS", None),
+    "test_cluster_sasl": ("SCRAM credentials in ZooKeeper, every broker", None),
+    "test_cluster_acls": ("ACLs in ZooKeeper, every broker (kafka-python)", None),
+    "test_codec_properties": ("property tests (hypothesis): codec round trips, hostile bytes", None),
 }
 
 # Requests brokers send each other (cluster mode); clients never send them.
