@@ -100,6 +100,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
     load_handlers()
     from odradek.cluster import ClusterError
     from odradek.net.listeners import listener_setup
+    from odradek.net.limits import ConnectionLimits
     from odradek.net.sasl import SaslListener
     from odradek.net.tls import tls_listeners
 
@@ -109,12 +110,14 @@ def cmd_serve(args: argparse.Namespace) -> int:
         broker = Broker(config, args.data_dir, listeners)
         sasl = {b.name: SaslListener.from_config(config, b.name, broker.scram.get) for b in listeners.bind
                 if b.uses_sasl}
+        # other brokers are let in whatever max.connections says (cluster mode only: a single node has none)
+        limits = ConnectionLimits(config, listeners.inter_broker if config.get("zookeeper.connect") else None)
     except (ClusterError, ConfigError) as exc:
         print(f"odradek: configuration error: {exc}", file=sys.stderr)
         return 2
     broker.load()
     try:
-        run(serve(broker, tls, sasl))
+        run(serve(broker, tls, sasl, limits))
     except ClusterError as exc:
         print(f"odradek: cannot join the cluster: {exc}", file=sys.stderr)
         return 1

@@ -162,6 +162,11 @@ BROKER_PROPERTIES: dict[str, Property] = {
         Property("sasl.oauthbearer.expected.issuer", str, ""),
         Property("sasl.oauthbearer.sub.claim.name", str, "sub"),
         Property("sasl.oauthbearer.clock.skew.seconds", _parse_int, 30, _at_least(0)),
+        # connection limits (net/limits.py) and the bytes of requests being read (net/framing.py)
+        Property("queued.max.request.bytes", _parse_int, -1, lambda v: isinstance(v, int) and (v == -1 or v > 0)),
+        Property("max.connections", _parse_int, 2147483647, _at_least(0)),
+        Property("max.connections.per.ip", _parse_int, 2147483647, _at_least(0)),
+        Property("max.connections.per.ip.overrides", str, ""),
         # the authorizer (broker/authorizer.py)
         Property("authorizer.class.name", str, ""),
         Property("super.users", str, ""),

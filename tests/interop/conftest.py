@@ -61,11 +61,14 @@ class JavaClient:
         self.classpath = os.pathsep.join([str(classes_dir)] + [str(j) for j in jars])
         self.java = java
 
-    def run(self, *args: str, timeout: float = JAVA_TIMEOUT_S, expect_rc: int = 0) -> list[str]:
+    def run(self, *args: str, timeout: float = JAVA_TIMEOUT_S, expect_rc: int = 0,
+            client_config: Path | None = None) -> list[str]:
+        """Run the harness; ``client_config``: a properties file every client of it also takes."""
         cmd = [self.java, "-Xmx256m", "-XX:+UseSerialGC", "-Djava.net.preferIPv4Stack=true",
                "-cp", self.classpath, "OdradekClient", *[str(a) for a in args]]
+        env = dict(os.environ, ODRADEK_CLIENT_CONFIG=str(client_config)) if client_config else None
         try:
-            proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
+            proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=env)
         except subprocess.TimeoutExpired as e:
             err = e.stderr.decode(errors="replace") if isinstance(e.stderr, bytes) else (e.stderr or "")
             out = e.stdout.decode(errors="replace") if isinstance(e.stdout, bytes) else (e.stdout or "")

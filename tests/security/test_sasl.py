@@ -24,6 +24,7 @@ from confluent_kafka.admin import (AdminClient, ScramCredentialInfo, ScramMechan
 
 from odradek.protocol.errors import ErrorCode
 from tests.conftest import BrokerProcess, free_port
+from tests.interop.conftest import java_client  # noqa: F401 - the session fixture, shared with tests/interop
 from tests.interop.helpers import frame, read_frame, request_header_v1, wait_closed, wait_until
 from tests.security.certs import TestCA
 from tests.security.test_tls import consume_keys, produce, serve
@@ -177,6 +178,26 @@ def test_scram_credentials_survive_a_restart_and_can_be_deleted(sasl_broker, top
         for future in admin.alter_user_scram_credentials([UserScramCredentialUpsertion(
                 "dave", ScramCredentialInfo(ScramMechanism.SCRAM_SHA_256, 1000), b"pw")]).values():
             future.result(10)
+
+
+@pytest.mark.timeout(180)
+def test_java_client_over_sasl_ssl_with_scram(sasl_broker, java_client, topic_name, tmp_path):
+    sasl_broker.add_scram_user("jvm", "jvm-secret", ScramMechanism.SCRAM_SHA_512)
+    config = tmp_path / "client.properties"
+    config.write_text("security.protocol=SASL_SSL\nsasl.mechanism=SCRAM-SHA-512\n"
+                      "sasl.jaas.config=org.apache.kafka.common.security.scram.ScramLoginModule required "
+                      'username="jvm" password="jvm-secret";\n'
+                      f"ssl.truststore.type=PEM\nssl.truststore.location={sasl_broker.ca_file}\n")
+    bootstrap = f"127.0.0.1:{sasl_broker.sasl_ssl}"
+    offsets = [int(x) for x in java_client.run("produce", bootstrap, topic_name, 20, "all", "none", "",
+                                               client_config=config)]
+    assert offsets == list(range(20))
+    read = java_client.run("group-consume", bootstrap, topic_name, "jvm-group", 20, client_config=config)
+    assert len(read) == 20
+    wrong = tmp_path / "wrong.properties"
+    wrong.write_text(config.read_text().replace('password="jvm-secret"', 'password="nope"'))
+    java_client.run("produce", bootstrap, topic_name, 1, "all", "none", "", client_config=wrong,
+                    expect_rc=1, timeout=90)
 
 
 # -- the exchange frame by frame --------------------------------------------------------------------------

@@ -37,7 +37,8 @@ import os
 import socket
 from typing import Protocol, Union
 
-from odradek.net.framing import FrameReader, FrameTooLarge
+from odradek.net.framing import FrameReader, FrameTooLarge, RequestMemory
+from odradek.net.limits import ConnectionLimits
 from odradek.net.listeners import Listener
 from odradek.net.sasl import AuthenticationFailed, SaslSession
 from odradek.net.tls import ANONYMOUS, TlsListener
@@ -60,14 +61,17 @@ class Dispatcher(Protocol):
 
 class KafkaConnection(asyncio.BufferedProtocol):
     def __init__(self, dispatcher: Dispatcher, max_request_bytes: int, listener: Listener | None = None,
-                 tls: TlsListener | None = None) -> None:
+                 tls: TlsListener | None = None, memory: RequestMemory | None = None) -> None:
         self._dispatcher = dispatcher
         self.listener = listener.name if listener is not None else "PLAINTEXT"
         self._tls = tls
         self.principal = ANONYMOUS
         self.sasl: SaslSession | None = None  # on a SASL listener: set by the listener, nothing passes before it
         self._refusing = False  # a failed login: nothing more is read; the answer waits, then the socket closes
-        self._frames = FrameReader(max_request_bytes)
+        self.limits: ConnectionLimits | None = None  # counted there while open
+        self._counted = False
+        self._frames = FrameReader(max_request_bytes, memory)
+        self._awaiting_memory = False  # a large frame waits for queued.max.request.bytes (net/framing.py)
         self._outstanding: asyncio.Future | None = None  # a handler's response, or a send with sendfile
         self._transport: asyncio.Transport | None = None
         self._reading_paused = False
@@ -88,6 +92,12 @@ class KafkaConnection(asyncio.BufferedProtocol):
         peer = transport.get_extra_info("peername")
         self.peer = f"{peer[0]}:{peer[1]}" if peer else "?"
         self.peer_host = peer[0] if peer else ""
+        if self.limits is not None:
+            if not self.limits.admit(self.listener, self.peer_host):
+                self._transport = None
+                transport.close()
+                return
+            self._counted = True
         if self.sasl is not None:
             self.sasl.peer = self.peer
         if self._tls is not None:
@@ -113,10 +123,31 @@ class KafkaConnection(asyncio.BufferedProtocol):
                 log.warning("closing %s: %s", self.peer, exc)
                 self.close()
                 return
-            if frame is None or not self._handle_frame(frame):
+            if frame is None:
+                if self._frames.blocked:
+                    self._wait_for_memory()
+                return
+            if not self._handle_frame(frame):
                 return
 
+    def _wait_for_memory(self) -> None:
+        """Stop reading until queued.max.request.bytes has room for the frame being read."""
+        self._update_reading()
+        if not self._awaiting_memory and self._frames.memory is not None:
+            self._awaiting_memory = True
+            self._frames.memory.when_available(self._memory_given_back)
+
+    def _memory_given_back(self) -> None:
+        self._awaiting_memory = False
+        if self._transport is None:
+            return
+        self._process_frames()  # takes the memory now, if it fits (or asks again)
+        self._update_reading()
+
     def connection_lost(self, exc: Exception | None) -> None:
+        if self._counted and self.limits is not None:
+            self._counted = False
+            self.limits.release(self.listener, self.peer_host)
         if self._outstanding is not None:
             self._outstanding.cancel()
             self._outstanding = None
@@ -297,7 +328,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
         transport = self._transport
         if transport is None:
             return
-        over = self._over_limit()
+        over = self._over_limit() or self._frames.blocked
         if over and not self._reading_paused:
             self._reading_paused = True
             transport.pause_reading()

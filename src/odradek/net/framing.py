@@ -11,6 +11,12 @@ fetched one the follower's segment file, without a copy in Python (only what one
 buffer is copied over). That buffer starts at most OWN_BUFFER_FIRST_MAX big and doubles as its bytes
 arrive, so a peer that announces a huge frame and sends little costs what it sent.
 
+With a `RequestMemory` (`queued.max.request.bytes`), those own buffers are taken from one budget shared by
+every connection: a frame whose buffer (or its next doubling) does not fit waits, with `blocked` set and its
+bytes left where they are, until memory is given back (a frame handed out, a connection closed); its owner
+stops reading the socket meanwhile and asks `RequestMemory.when_available` to be called back. Thousands of
+connections that announce large frames and trickle them in then hold at most the budget, not a buffer each.
+
 A protocol hands out `get_buffer()` and reports `buffer_updated(n)`, then takes whole frames with
 `next_frame()` as long as it wants them. A complete frame it has not taken yet (a connection muted by flow
 control) takes no more bytes: they go to the scratch buffer, which grows while whole frames pile up there
@@ -20,6 +26,10 @@ Not thread-safe; owned by the event loop.
 """
 
 from __future__ import annotations
+
+import asyncio
+from collections import deque
+from typing import Callable
 
 SCRATCH_BYTES = 32 * 1024
 MIN_READ = 4 * 1024
@@ -31,9 +41,39 @@ class FrameTooLarge(Exception):
     """A size prefix outside 0..limit: the stream cannot be trusted further."""
 
 
+class RequestMemory:
+    """The budget of `queued.max.request.bytes`: the bytes of large frames' own buffers, over every
+    connection that shares it."""
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        self.used = 0
+        self._waiting: deque[Callable[[], None]] = deque()
+
+    def take(self, nbytes: int) -> bool:
+        if self.used + nbytes > self.limit and self.used > 0:  # one frame alone may always be read
+            return False
+        self.used += nbytes
+        return True
+
+    def give_back(self, nbytes: int) -> None:
+        self.used -= nbytes
+        waiting, self._waiting = self._waiting, deque()
+        if waiting:  # each tries again, on its own turn of the loop; those that still do not fit ask again
+            loop = asyncio.get_running_loop()
+            for callback in waiting:
+                loop.call_soon(callback)
+
+    def when_available(self, callback: Callable[[], None]) -> None:
+        self._waiting.append(callback)
+
+
 class FrameReader:
-    def __init__(self, max_frame_bytes: int) -> None:
+    def __init__(self, max_frame_bytes: int, memory: RequestMemory | None = None) -> None:
         self.max_frame_bytes = max_frame_bytes
+        self.memory = memory
+        self.blocked = False  # a large frame waits for memory (see RequestMemory)
+        self._held = 0  # bytes of memory held for the frame being read
         # Bytes [_start, _end) of the scratch buffer are read but not yet taken.
         self._scratch = bytearray(SCRATCH_BYTES)
         self._view = memoryview(self._scratch)
@@ -56,6 +96,9 @@ class FrameReader:
     def buffer_updated(self, nbytes: int) -> None:
         if self._into_frame:
             self._frame_filled += nbytes
+            if self._frame_filled == len(self._frame) < self._frame_size and self.memory is not None:
+                # the buffer is full: its next doubling must be had before anything more is read
+                self.blocked = not self._reserve(min(self._frame_size, 2 * len(self._frame)) - len(self._frame))
         else:
             self._end += nbytes
 
@@ -69,9 +112,12 @@ class FrameReader:
         has been read. Raises FrameTooLarge for a size prefix outside 0..max_frame_bytes."""
         if self._frame is not None:
             if self._frame_filled < self._frame_size:
+                if self.blocked and self._reserve(min(self._frame_size, 2 * len(self._frame)) - len(self._frame)):
+                    self.blocked = False
                 return None
             frame = self._frame
             self._frame = self._frame_view = None
+            self._release()
             return frame
         start = self._start
         available = self._end - start
@@ -85,6 +131,11 @@ class FrameReader:
                 part = self._view[body:body + size]
                 return bytearray(part) if size >= OWN_BUFFER_MIN else part.tobytes()
             if size >= OWN_BUFFER_MIN:
+                first = min(size, max(OWN_BUFFER_FIRST_MAX, self._end - body))
+                if self.memory is not None and not self._reserve(first):
+                    self.blocked = True  # its bytes stay in the scratch buffer until memory is had
+                    return None
+                self.blocked = False
                 self._start_frame(size, body)
                 return self.next_frame()
         if self._start == self._end:
@@ -94,6 +145,20 @@ class FrameReader:
     def clear(self) -> None:
         self._start = self._end = 0
         self._frame = self._frame_view = None
+        self._release()
+
+    def _reserve(self, nbytes: int) -> bool:
+        if self.memory is None:
+            return True
+        if not self.memory.take(nbytes):
+            return False
+        self._held += nbytes
+        return True
+
+    def _release(self) -> None:
+        held, self._held = self._held, 0
+        if held and self.memory is not None:
+            self.memory.give_back(held)
 
     def _start_frame(self, size: int, body: int) -> None:
         """Read the rest of the frame of ``size`` bytes whose first bytes are at ``body`` in the scratch
@@ -106,6 +171,7 @@ class FrameReader:
         self._start = self._end
 
     def _grow_frame(self) -> None:
+        """Double the frame's buffer (its memory was reserved when the buffer filled, if there is a budget)."""
         frame = bytearray(min(self._frame_size, 2 * len(self._frame)))
         frame[:self._frame_filled] = self._frame_view
         self._frame, self._frame_view = frame, memoryview(frame)

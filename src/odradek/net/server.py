@@ -10,6 +10,8 @@ import sys
 
 from odradek.broker.core import Broker
 from odradek.net.connection import KafkaConnection
+from odradek.net.framing import RequestMemory
+from odradek.net.limits import ConnectionLimits
 from odradek.net.listeners import Listener
 from odradek.net.sasl import SaslListener, SaslSession
 from odradek.net.tls import TlsListener
@@ -20,16 +22,20 @@ READY_MARKER = "odradek: accepting connections on"
 TICK_INTERVAL_S = 1.0
 
 
-async def serve(broker: Broker, tls: dict[str, TlsListener], sasl: dict[str, SaslListener]) -> None:
+async def serve(broker: Broker, tls: dict[str, TlsListener], sasl: dict[str, SaslListener],
+                limits: ConnectionLimits) -> None:
     """Serve ``broker`` on its listeners (``tls`` and ``sasl``: the TLS and SASL sides of those that use them,
-    by listener name)."""
+    by listener name), within the connection ``limits``."""
     loop = asyncio.get_running_loop()
     max_request = broker.config.int("socket.request.max.bytes")
     connections: set[KafkaConnection] = set()
+    queued_max = broker.config.int("queued.max.request.bytes")
+    memory = RequestMemory(queued_max) if queued_max > 0 else None  # -1, Kafka's default: no bound
 
     def connection_factory(listener: Listener):
         def make_connection() -> KafkaConnection:
-            conn = KafkaConnection(broker, max_request, listener, tls.get(listener.name))
+            conn = KafkaConnection(broker, max_request, listener, tls.get(listener.name), memory)
+            conn.limits = limits
             if listener.name in sasl:
                 conn.sasl = SaslSession(sasl[listener.name], "?")
             connections.add(conn)

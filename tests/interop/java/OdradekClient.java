@@ -44,9 +44,24 @@ import org.apache.kafka.common.serialization.StringSerializer;
  *       subscribes to TOPIC in consumer group GROUP (group.protocol=classic), reads N records, commits
  *       synchronously, and prints "partition\toffset\tvalue" per record. Exit code 3 if fewer than N arrived.
  *
- * Values must stay in sync with java_value() in helpers.py.
+ * Values must stay in sync with java_value() in helpers.py. Every client also takes the properties of the
+ * file that the environment variable ODRADEK_CLIENT_CONFIG names, if set (security settings, say).
  */
 public final class OdradekClient {
+
+    /** The properties of the file $ODRADEK_CLIENT_CONFIG names, added to every client's (none if unset). */
+    static final Properties EXTRA = new Properties();
+
+    static {
+        String path = System.getenv("ODRADEK_CLIENT_CONFIG");
+        if (path != null && !path.isEmpty()) {
+            try (java.io.FileInputStream in = new java.io.FileInputStream(path)) {
+                EXTRA.load(in);
+            } catch (java.io.IOException e) {
+                throw new RuntimeException("cannot read " + path, e);
+            }
+        }
+    }
 
     static String value(String prefix, int i) {
         StringBuilder sb = new StringBuilder(prefix).append("value-").append(i).append('-');
@@ -116,6 +131,7 @@ public final class OdradekClient {
     static Properties producerProperties(String boot) {
         Properties p = new Properties();
         p.put("bootstrap.servers", boot);
+        p.putAll(EXTRA);
         p.put("linger.ms", "5");
         p.put("max.block.ms", "30000");
         p.put("request.timeout.ms", "20000");
@@ -224,6 +240,7 @@ public final class OdradekClient {
     static void groupConsume(String boot, String topic, String group, int n, long timeoutMs) {
         Properties p = new Properties();
         p.put("bootstrap.servers", boot);
+        p.putAll(EXTRA);
         p.put("group.id", group);
         p.put("group.protocol", "classic");
         p.put("enable.auto.commit", "false");
@@ -262,6 +279,7 @@ public final class OdradekClient {
                         int maxPartitionFetchBytes, String isolationLevel) {
         Properties p = new Properties();
         p.put("bootstrap.servers", boot);
+        p.putAll(EXTRA);
         p.put("enable.auto.commit", "false");
         p.put("auto.offset.reset", "earliest");
         p.put("isolation.level", isolationLevel);
