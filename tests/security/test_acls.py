@@ -146,6 +146,15 @@ def test_acls_decide_who_reads_and_writes_what(secured, tmp_path):
         AclPermissionType.ANY)).result(10) == []
     assert describe_acls_error(secured.plain) == ErrorCode.CLUSTER_AUTHORIZATION_FAILED
 
+    # authorized operations: the super user may do everything with the cluster, alice nothing; with her group,
+    # what READ allows (READ and DESCRIBE)
+    everything = admin.describe_cluster(include_authorized_operations=True).result(10).authorized_operations
+    assert AclOperation.ALTER in everything and AclOperation.CLUSTER_ACTION in everything
+    assert not alice_admin.describe_cluster(include_authorized_operations=True).result(10).authorized_operations
+    group = alice_admin.describe_consumer_groups(["alice-group"], include_authorized_operations=True)
+    assert sorted(group["alice-group"].result(10).authorized_operations, key=lambda o: o.value) == \
+        [AclOperation.READ, AclOperation.DESCRIBE]
+
     # ACLs survive a restart; deleting alice's WRITE takes it away
     secured.process.restart()
     assert produce_error(alice, "public-events") is None

@@ -3,7 +3,9 @@
 Per group: state, protocol type, and members (id, instance id v4+, client id and host). As in Kafka, the
 protocol name and each member's metadata and assignment bytes are filled in only when the group is
 Stable. An unknown group is described as Dead with no members and error NONE.
-Gaps: authorized operations are not computed (the "not requested" sentinel); v6 not advertised.
+With an authorizer, a group the principal may not DESCRIBE is answered GROUP_AUTHORIZATION_FAILED, and
+`authorized_operations` (v3+, when asked for) holds the bits of what it may do with each group.
+Gaps: v6 not advertised.
 """
 
 from odradek.broker.authorizer import Operation as Op, ResourceType as Res
@@ -45,4 +47,8 @@ def describe_groups(ctx: RequestContext, request: dict) -> dict:
             out.append({**describe(None, gid), "error_code": ErrorCode.NOT_COORDINATOR})
         else:
             out.append(describe(groups.get(gid), gid))
+            if ctx.api_version >= 3 and request["include_authorized_operations"]:
+                conn = ctx.connection
+                out[-1]["authorized_operations"] = ctx.broker.authorizer.authorized_operations(
+                    conn.principal, conn.peer_host, Res.GROUP, gid)
     return {"throttle_time_ms": 0, "groups": out}

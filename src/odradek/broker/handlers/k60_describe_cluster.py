@@ -2,10 +2,11 @@
 
 The live brokers and the controller, from the metadata cache (a single node is the whole cluster and its
 controller). v1 `endpoint_type` 1 (brokers) is answered;
-2 (controllers) → UNSUPPORTED_ENDPOINT_TYPE, as a broker listener does in Kafka. Authorized operations
-are not computed (the "not requested" sentinel is returned).
+2 (controllers) → UNSUPPORTED_ENDPOINT_TYPE, as a broker listener does in Kafka. The cluster's
+`authorized_operations` are computed when asked for (broker/authorizer.py).
 """
 
+from odradek.broker.authorizer import CLUSTER_NAME, ResourceType
 from odradek.broker.core import RequestContext
 from odradek.broker.registry import handler
 from odradek.protocol.api_keys import ApiKey
@@ -29,4 +30,7 @@ def describe_cluster(ctx: RequestContext, request: dict) -> dict:
         "controller_id": cache.controller_id,
         "brokers": [{"broker_id": b.node_id, "host": host, "port": port, "rack": b.rack}
                     for b, host, port in cache.endpoints(ctx.connection.listener)],
+        "cluster_authorized_operations": ctx.broker.authorizer.authorized_operations(
+            ctx.connection.principal, ctx.connection.peer_host, ResourceType.CLUSTER, CLUSTER_NAME)
+        if request["include_cluster_authorized_operations"] else -(1 << 31),
     }
