@@ -251,9 +251,10 @@ def produce(bootstrap: str, topic: str, size: int, count: int, cap_s: float, ack
 
 
 def consume(bootstrap: str, topic: str, size: int, count: int, cap_s: float, partitions: int = 1,
-            broker_pid: int | None = None, start_gate: Callable[[], None] | None = None) -> dict:
+            broker_pid: int | None = None, start_gate: Callable[[], None] | None = None,
+            config: dict | None = None) -> dict:
     """Read `count` records from offset 0 of every partition by assign(), checking each payload.
-    `start_gate`, `start` and `end` as for produce()."""
+    `start_gate`, `start`, `end` and `config` as for produce()."""
     client_log = ClientLog()
     consumer = Consumer({
         "bootstrap.servers": bootstrap, "group.id": f"bench-{uuid.uuid4().hex[:8]}",
@@ -265,7 +266,7 @@ def consume(bootstrap: str, topic: str, size: int, count: int, cap_s: float, par
         # A deeper queue let a consumer buffer most of the topic: twice the page faults per record, and
         # the faster the broker, the sooner the whole topic was buffered (bench/README.md).
         "fetch.queue.backoff.ms": 10,
-        "logger": client_log.logger})
+        "logger": client_log.logger, **(config or {})})
     # Connect to the leader and look up the first offsets before the clock starts (otherwise
     # librdkafka's offset query races the connection and retries after ~0.5 s).
     lows = [consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=10)[0] for p in range(partitions)]
