@@ -52,7 +52,7 @@ SUITES = {
     "test_zookeeper_server": ("ZooKeeper server tooling", None),
     "test_cluster_describe": ("odradek cluster describe", None),
     "test_tls": ("TLS listeners: confluent-kafka, kafka-python, aiokafka, kcat; mutual TLS", None),
-    "test_sasl": ("SASL PLAIN and SCRAM: confluent-kafka, kafka-python, aiokafka, kcat", None),
+    "test_sasl": ("SASL PLAIN and SCRAM: the mechanisms; confluent-kafka, kafka-python, aiokafka, kcat, Java", None),
     "test_oauthbearer": ("SASL OAUTHBEARER (JWT): confluent-kafka", "confluent-kafka"),
     "test_acls": ("ACLs: confluent-kafka users under the authorizer", "confluent-kafka"),
     "test_cluster_tls": ("three-broker cluster replicating over TLS", None),
