@@ -38,6 +38,7 @@ AUTHORIZER_CLASSES = ("org.apache.kafka.metadata.authorizer.StandardAuthorizer",
 CLUSTER_NAME = "kafka-cluster"
 WILDCARD = "*"
 WILDCARD_PRINCIPAL = "User:*"
+DECISIONS_KEPT = 100_000  # cached authorization decisions, before the cache starts over
 
 
 class ResourceType(IntEnum):
@@ -186,6 +187,8 @@ class Authorizer:
         self.super_users = {u.strip() for u in str(config.get("super.users") or "").split(";") if u.strip()}
         self.allow_if_no_acl = bool(config.get("allow.everyone.if.no.acl.found"))
         self._acls: set[AclBinding] = set()
+        # decisions already made (Fetch asks once per partition): forgotten whenever the ACLs change
+        self._decisions: dict[tuple[str, str, int, int, str], bool] = {}
         # stores the whole new set before it applies (a file, or ZooKeeper)
         self.persist: Callable[[set[AclBinding]], Awaitable[None]] | None = None
 
@@ -194,6 +197,15 @@ class Authorizer:
     def authorize(self, principal: str, host: str, operation: int, resource_type: int, name: str) -> bool:
         if not self.enabled or principal in self.super_users:
             return True
+        key = (principal, host, operation, resource_type, name)
+        decision = self._decisions.get(key)
+        if decision is None:
+            if len(self._decisions) >= DECISIONS_KEPT:
+                self._decisions.clear()
+            decision = self._decisions[key] = self._decide(principal, host, operation, resource_type, name)
+        return decision
+
+    def _decide(self, principal: str, host: str, operation: int, resource_type: int, name: str) -> bool:
         applicable = [a for a in self._acls if a.applies_to(resource_type, name)
                       and a.principal in (principal, WILDCARD_PRINCIPAL) and a.host in (host, WILDCARD)]
         if any(a.permission == Permission.DENY and a.operation in (operation, Operation.ALL) for a in applicable):
@@ -223,6 +235,7 @@ class Authorizer:
     def replace_all(self, acls: Iterable[AclBinding]) -> None:
         """The ACLs as loaded (from the file, or ZooKeeper)."""
         self._acls = set(acls)
+        self._decisions.clear()
 
     async def change(self, add: Iterable[AclBinding] = (), remove: Iterable[AclBinding] = ()) -> None:
         new = (self._acls - set(remove)) | set(add)
@@ -231,6 +244,7 @@ class Authorizer:
         if self.persist is not None:
             await self.persist(new)
         self._acls = new
+        self._decisions.clear()
 
 
 class AclFile:

@@ -197,11 +197,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
             self.close()
             return False
         if sasl is not None and sasl.state == SaslSession.FAILED:
-            # The answer (an error) goes out after connection.failed.authentication.delay.ms, then the
-            # connection closes: a client guessing passwords gets one guess per delay and connection.
-            self._refusing = True
-            self._update_reading()
-            asyncio.get_running_loop().call_later(sasl.listener.failed_delay_ms / 1000.0, self._refuse, slot)
+            self._refuse_later(sasl, slot)
             return False
         if isinstance(slot, asyncio.Future):
             self._hold(slot, self._on_response_ready)
@@ -209,6 +205,14 @@ class KafkaConnection(asyncio.BufferedProtocol):
             self._transport.write(slot)
         # A reset seen while writing leaves the transport closing: the rest of the buffer is not served.
         return self.is_open
+
+    def _refuse_later(self, sasl: SaslSession, answer: Slot) -> None:
+        """A failed login: read nothing more; ``answer`` (None: none) goes out after
+        connection.failed.authentication.delay.ms, then the connection closes, so a client guessing
+        passwords gets one guess per delay and connection."""
+        self._refusing = True
+        self._update_reading()
+        asyncio.get_running_loop().call_later(sasl.listener.failed_delay_ms / 1000.0, self._refuse, answer)
 
     def _refuse(self, answer: Slot) -> None:
         if isinstance(answer, _BYTES) and self.is_open:
@@ -221,9 +225,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
         try:
             answer = sasl.authenticate(bytes(frame))
         except AuthenticationFailed:
-            self._refusing = True
-            self._update_reading()
-            asyncio.get_running_loop().call_later(sasl.listener.failed_delay_ms / 1000.0, self._refuse, None)
+            self._refuse_later(sasl, None)
             return False
         if sasl.authenticated:
             self.principal = sasl.principal or ANONYMOUS

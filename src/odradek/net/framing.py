@@ -98,7 +98,7 @@ class FrameReader:
             self._frame_filled += nbytes
             if self._frame_filled == len(self._frame) < self._frame_size and self.memory is not None:
                 # the buffer is full: its next doubling must be had before anything more is read
-                self.blocked = not self._reserve(min(self._frame_size, 2 * len(self._frame)) - len(self._frame))
+                self.blocked = not self._reserve(self._next_size() - len(self._frame))
         else:
             self._end += nbytes
 
@@ -112,7 +112,7 @@ class FrameReader:
         has been read. Raises FrameTooLarge for a size prefix outside 0..max_frame_bytes."""
         if self._frame is not None:
             if self._frame_filled < self._frame_size:
-                if self.blocked and self._reserve(min(self._frame_size, 2 * len(self._frame)) - len(self._frame)):
+                if self.blocked and self._reserve(self._next_size() - len(self._frame)):
                     self.blocked = False
                 return None
             frame = self._frame
@@ -136,7 +136,7 @@ class FrameReader:
                     self.blocked = True  # its bytes stay in the scratch buffer until memory is had
                     return None
                 self.blocked = False
-                self._start_frame(size, body)
+                self._start_frame(size, body, first)
                 return self.next_frame()
         if self._start == self._end:
             self._start = self._end = 0
@@ -160,11 +160,11 @@ class FrameReader:
         if held and self.memory is not None:
             self.memory.give_back(held)
 
-    def _start_frame(self, size: int, body: int) -> None:
+    def _start_frame(self, size: int, body: int, first: int) -> None:
         """Read the rest of the frame of ``size`` bytes whose first bytes are at ``body`` in the scratch
-        buffer into a buffer of its own."""
+        buffer into a buffer of its own, ``first`` bytes big to begin with."""
         have = self._end - body
-        self._frame = bytearray(min(size, max(OWN_BUFFER_FIRST_MAX, have)))
+        self._frame = bytearray(first)
         self._frame_view = memoryview(self._frame)
         self._frame_view[:have] = self._view[body:self._end]
         self._frame_size, self._frame_filled = size, have
@@ -172,9 +172,13 @@ class FrameReader:
 
     def _grow_frame(self) -> None:
         """Double the frame's buffer (its memory was reserved when the buffer filled, if there is a budget)."""
-        frame = bytearray(min(self._frame_size, 2 * len(self._frame)))
+        frame = bytearray(self._next_size())
         frame[:self._frame_filled] = self._frame_view
         self._frame, self._frame_view = frame, memoryview(frame)
+
+    def _next_size(self) -> int:
+        """The frame buffer's size once doubled (never past the frame)."""
+        return min(self._frame_size, 2 * len(self._frame))
 
     def _make_room(self) -> None:
         """Move the pending bytes to the front of the scratch buffer, or into a larger one if they fill it

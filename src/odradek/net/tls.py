@@ -27,7 +27,7 @@ import os
 import re
 import ssl
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Iterable
 
 from odradek.config import BrokerConfig, ConfigError
 
@@ -49,7 +49,7 @@ class TlsSettings:
     client_auth: str
     protocols: tuple[str, ...]
     ciphers: str  # OpenSSL cipher list, "" for the defaults
-    principal_rules: str
+    principal_rules: tuple["MappingRule", ...]
     verify_hostname: bool
 
     @classmethod
@@ -66,10 +66,10 @@ class TlsSettings:
         if unknown or not protocols:
             raise ConfigError(f"ssl.enabled.protocols for {listener}: {', '.join(unknown) or 'none given'}; "
                               "TLSv1.2 and TLSv1.3 are supported")
-        parse_mapping_rules(value("ssl.principal.mapping.rules") or "DEFAULT")  # fail at start, not per client
         return cls(value("ssl.keystore.location"), value("ssl.key.password") or None,
                    value("ssl.truststore.location"), value("ssl.client.auth") or "none", protocols,
-                   openssl_ciphers(value("ssl.cipher.suites")), value("ssl.principal.mapping.rules") or "DEFAULT",
+                   openssl_ciphers(value("ssl.cipher.suites")),
+                   tuple(parse_mapping_rules(value("ssl.principal.mapping.rules") or "DEFAULT")),
                    value("ssl.endpoint.identification.algorithm").lower() == "https")
 
 
@@ -132,7 +132,6 @@ class TlsListener:
         if settings.client_auth != "none" and not settings.truststore:
             raise ConfigError(f"ssl.client.auth={settings.client_auth} for {listener} needs "
                               "ssl.truststore.location (the CAs of client certificates)")
-        self.rules = parse_mapping_rules(settings.principal_rules)
         self.context = self._build()
         self._stamps = self._file_stamps()
 
@@ -178,7 +177,7 @@ class TlsListener:
         cert = ssl_object.getpeercert() if ssl_object is not None else None
         if not cert or not cert.get("subject"):
             return ANONYMOUS
-        return "User:" + map_principal(subject_rfc2253(cert["subject"]), self.rules)
+        return "User:" + map_principal(subject_rfc2253(cert["subject"]), self.settings.principal_rules)
 
 
 def tls_listeners(config: BrokerConfig, listeners: "ListenerSetup") -> dict[str, TlsListener]:
@@ -263,7 +262,7 @@ def parse_mapping_rules(text: str) -> list[MappingRule]:
     return rules or [MappingRule(None)]
 
 
-def map_principal(subject: str, rules: list[MappingRule]) -> str:
+def map_principal(subject: str, rules: Iterable[MappingRule]) -> str:
     """The principal name of a certificate subject: the first rule whose pattern matches the whole subject
     (Java's `$1` group references in the replacement); no rule matching keeps the subject."""
     for rule in rules:

@@ -18,11 +18,11 @@ async def offset_delete(ctx: RequestContext, request: dict) -> dict:
     wanted = [(t["name"], [p["partition_index"] for p in t["partitions"]]) for t in request["topics"]]
     if not ctx.allowed(Op.DELETE, Res.GROUP, request["group_id"]):
         return {"error_code": ErrorCode.GROUP_AUTHORIZATION_FAILED, "throttle_time_ms": 0, "topics": []}
-    if any(not ctx.allowed(Op.READ, Res.TOPIC, name) for name, _ in wanted):
+    denied = {name for name, _ in wanted if not ctx.allowed(Op.READ, Res.TOPIC, name)}
+    if denied:
         return {"error_code": 0, "throttle_time_ms": 0, "topics": [
             {"name": name, "partitions": [{"partition_index": p, "error_code": ErrorCode.TOPIC_AUTHORIZATION_FAILED
-                                           if not ctx.allowed(Op.READ, Res.TOPIC, name) else
-                                           ErrorCode.OPERATION_NOT_ATTEMPTED} for p in parts]}
+                                           if name in denied else ErrorCode.OPERATION_NOT_ATTEMPTED} for p in parts]}
             for name, parts in wanted]}
     if not ctx.broker.coordinator.owns(request["group_id"]):
         return {"error_code": ErrorCode.NOT_COORDINATOR, "throttle_time_ms": 0, "topics": []}
