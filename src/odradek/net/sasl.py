@@ -51,6 +51,10 @@ SCRAM_MECHANISMS = {"SCRAM-SHA-256": "sha256", "SCRAM-SHA-512": "sha512"}
 SCRAM_MECHANISM_IDS = {1: "SCRAM-SHA-256", 2: "SCRAM-SHA-512"}
 SUPPORTED_MECHANISMS = ("PLAIN", *SCRAM_MECHANISMS, "OAUTHBEARER")
 JWT_ALGORITHMS = ["RS256", "RS384", "RS512", "PS256", "PS384", "PS512", "ES256", "ES384", "ES512"]
+# The ones each kind of JWK (its `kty`) can check: a token whose `alg` needs another kind of key is then refused
+# as a bad algorithm, before PyJWT's key check, which raises TypeError for such a pair.
+JWT_KEY_ALGORITHMS = {"RSA": [a for a in JWT_ALGORITHMS if a[:2] in ("RS", "PS")],
+                      "EC": [a for a in JWT_ALGORITHMS if a[:2] == "ES"]}
 MIN_ITERATIONS, MAX_ITERATIONS = 4096, 16384  # Kafka's bounds for SCRAM iterations
 
 
@@ -284,12 +288,12 @@ class JwtValidator:
 
         try:
             key = self._key(token)
-            claims = jwt.decode(token, key.key, algorithms=JWT_ALGORITHMS, audience=self.audience or None,
-                                issuer=self.issuer, leeway=self.leeway_s,
+            claims = jwt.decode(token, key.key, algorithms=JWT_KEY_ALGORITHMS.get(key.key_type, []),
+                                audience=self.audience or None, issuer=self.issuer, leeway=self.leeway_s,
                                 options={"require": ["exp", self.sub_claim], "verify_aud": bool(self.audience)})
         except jwt.PyJWKClientError as exc:
             raise AuthenticationFailed(f"Authentication failed: no key to check the token with: {exc}") from None
-        except jwt.InvalidTokenError as exc:
+        except jwt.PyJWTError as exc:  # InvalidTokenError, or InvalidKeyError: an EC key of another curve
             raise AuthenticationFailed(f"Authentication failed: invalid token: {exc}") from None
         if not isinstance(claims.get(self.sub_claim), str) or not claims[self.sub_claim]:
             raise AuthenticationFailed(f"Authentication failed: the {self.sub_claim} claim is not a name")
@@ -319,7 +323,10 @@ class OAuthBearerMechanism:
             raise AuthenticationFailed("Invalid OAUTHBEARER client message: no bearer token")
         claims = self._validator.validate(jwt_token.strip())
         self.user = claims[self._validator.sub_claim]
-        self.expires_s = float(claims["exp"])
+        try:
+            self.expires_s = float(claims["exp"])
+        except OverflowError:  # an integer to PyJWT, but past any date a float holds
+            raise AuthenticationFailed("Authentication failed: the exp claim is not a time") from None
         self.complete = True
         return b""
 

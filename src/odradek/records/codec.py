@@ -47,6 +47,13 @@ from .batch import (
 ABORT, COMMIT = 0, 1  # control record types of transaction markers
 _CONTROL_KEY = struct.Struct(">hh")  # version, type
 _MARKER_VALUE = struct.Struct(">hi")  # version, coordinator epoch
+_INT64_MIN, _INT64_MAX = -(1 << 63), (1 << 63) - 1
+
+
+def _int64(n: int) -> int:
+    """``n`` wrapped into a signed 64-bit integer, as Java's long arithmetic does: timestamp deltas are
+    longs, so a delta between timestamps a long apart, and the sum of it and the base, wrap around."""
+    return (n - _INT64_MIN) % (1 << 64) + _INT64_MIN
 
 
 class Record(NamedTuple):
@@ -139,7 +146,10 @@ def decode_records(header: BatchHeader, body: bytes) -> list[Record]:
         if pos != end:
             raise InvalidRecordError(CORRUPT_MESSAGE, f"record length {length} disagrees with its fields")
         timestamp = lat if lat is not None else header.base_timestamp + ts_delta
-        out.append(Record(header.base_offset + off_delta, timestamp, key, value, headers))
+        offset = header.base_offset + off_delta
+        if not (_INT64_MIN <= timestamp <= _INT64_MAX and _INT64_MIN <= offset <= _INT64_MAX):
+            timestamp, offset = _int64(timestamp), _int64(offset)  # a producer may write any delta
+        out.append(Record(offset, timestamp, key, value, headers))
     if pos != len(body):
         raise InvalidRecordError(CORRUPT_MESSAGE, f"{len(body) - pos} stray bytes after the last record")
     return out
@@ -284,7 +294,7 @@ def build_batch(
     base_ts = stamps[0]
     body = bytearray()
     for delta, ((key, value, headers, _), ts) in enumerate(zip(records, stamps)):
-        encode_record(body, delta, ts - base_ts, key, value, headers or ())
+        encode_record(body, delta, _int64(ts - base_ts), key, value, headers or ())
     payload = _codecs.compress(compression, body) if compression else bytes(body)
     attributes = (compression & 0x07) | (TIMESTAMP_TYPE_BIT if timestamp_type else 0)
     attributes |= (TRANSACTIONAL_BIT if transactional else 0) | (CONTROL_BIT if control else 0)
