@@ -48,6 +48,9 @@ def build_parser() -> argparse.ArgumentParser:
     from odradek.tools import cluster
 
     cluster.add_parser(sub)
+    from odradek.tools import quotas
+
+    quotas.add_parser(sub)
     # No -h of its own: `odradek pipeline NAME --help` is the pipeline's help; `odradek pipeline [--help]`
     # lists the pipelines (main below).
     pipeline = sub.add_parser("pipeline", help="run a shipped PySpark pipeline (needs the 'spark' extra)",
@@ -140,6 +143,10 @@ def main(argv: list[str] | None = None) -> int:
         from odradek.tools import cluster
 
         return cluster.run(args)
+    if args.command == "quotas":
+        from odradek.tools import quotas
+
+        return quotas.run(args)
     if args.command == "pipeline":
         from odradek.pipelines import PIPELINES, run_pipeline
 

@@ -167,6 +167,9 @@ BROKER_PROPERTIES: dict[str, Property] = {
         Property("max.connections", _parse_int, 2147483647, _at_least(0)),
         Property("max.connections.per.ip", _parse_int, 2147483647, _at_least(0)),
         Property("max.connections.per.ip.overrides", str, ""),
+        # client quotas (broker/quotas.py): the rate is measured over quota.window.num samples of this size
+        Property("quota.window.num", _parse_int, 11, _at_least(2)),
+        Property("quota.window.size.seconds", _parse_int, 1, _at_least(1)),
         # the authorizer (broker/authorizer.py)
         Property("authorizer.class.name", str, ""),
         Property("super.users", str, ""),

@@ -18,7 +18,9 @@ from pathlib import Path
 import pytest
 
 HARNESS_SRC = Path(__file__).parent / "java" / "OdradekClient.java"
-JARS = ["kafka-clients.jar", "lz4-java.jar", "snappy-java.jar", "zstd-jni.jar", "slf4j-api.jar"]
+# jackson: kafka-clients' optional dependency for the OAUTHBEARER OIDC login (its token endpoint's JSON)
+JARS = ["kafka-clients.jar", "lz4-java.jar", "snappy-java.jar", "zstd-jni.jar", "slf4j-api.jar",
+        "jackson-databind.jar", "jackson-core.jar", "jackson-annotations.jar"]
 JAVA_TIMEOUT_S = 90
 CONSUME_TIMEOUT_S = 30.0
 
@@ -61,23 +63,37 @@ class JavaClient:
         self.classpath = os.pathsep.join([str(classes_dir)] + [str(j) for j in jars])
         self.java = java
 
-    def run(self, *args: str, timeout: float = JAVA_TIMEOUT_S, expect_rc: int = 0,
-            client_config: Path | None = None) -> list[str]:
-        """Run the harness; ``client_config``: a properties file every client of it also takes."""
-        cmd = [self.java, "-Xmx256m", "-XX:+UseSerialGC", "-Djava.net.preferIPv4Stack=true",
+    def _exec(self, args: tuple, timeout: float, client_config: Path | None,
+              java_opts: tuple[str, ...] | list[str]) -> subprocess.CompletedProcess:
+        cmd = [self.java, "-Xmx256m", "-XX:+UseSerialGC", "-Djava.net.preferIPv4Stack=true", *java_opts,
                "-cp", self.classpath, "OdradekClient", *[str(a) for a in args]]
         env = dict(os.environ, ODRADEK_CLIENT_CONFIG=str(client_config)) if client_config else None
         try:
-            proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=env)
+            return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=env)
         except subprocess.TimeoutExpired as e:
             err = e.stderr.decode(errors="replace") if isinstance(e.stderr, bytes) else (e.stderr or "")
             out = e.stdout.decode(errors="replace") if isinstance(e.stdout, bytes) else (e.stdout or "")
-            pytest.fail(f"java {' '.join(args[:1])} timed out after {timeout}s\n"
+            pytest.fail(f"java {' '.join(str(a) for a in args[:1])} timed out after {timeout}s\n"
                         f"--- stdout (tail) ---\n{out[-2000:]}\n--- stderr (tail) ---\n{err[-6000:]}")
+
+    def run(self, *args: str, timeout: float = JAVA_TIMEOUT_S, expect_rc: int = 0,
+            client_config: Path | None = None, java_opts: tuple[str, ...] | list[str] = ()) -> list[str]:
+        """Run the harness; ``client_config``: a properties file every client of it also takes (its
+        properties win over the harness's own); ``java_opts``: JVM options (``-Dname=value``)."""
+        proc = self._exec(args, timeout, client_config, java_opts)
         if proc.returncode != expect_rc:
             pytest.fail(f"java {' '.join(str(a) for a in args)} exited {proc.returncode}\n"
                         f"--- stdout (tail) ---\n{proc.stdout[-2000:]}\n--- stderr (tail) ---\n{proc.stderr[-6000:]}")
         return [line for line in proc.stdout.splitlines() if line.strip()]
+
+    def run_failing(self, *args: str, timeout: float = JAVA_TIMEOUT_S, client_config: Path | None = None,
+                    java_opts: tuple[str, ...] | list[str] = ()) -> str:
+        """Run the harness expecting it to fail (a non-zero exit); returns its stderr, for the exception."""
+        proc = self._exec(args, timeout, client_config, java_opts)
+        if proc.returncode == 0:
+            pytest.fail(f"java {' '.join(str(a) for a in args)} succeeded, expected a failure\n"
+                        f"--- stdout (tail) ---\n{proc.stdout[-2000:]}\n--- stderr (tail) ---\n{proc.stderr[-6000:]}")
+        return proc.stderr
 
     def produce(self, bootstrap: str, topic: str, n: int, acks: str = "all", compression: str = "none",
                 prefix: str = "") -> list[int]:

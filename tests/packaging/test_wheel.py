@@ -512,6 +512,16 @@ def test_cluster_commands(plain_venv: Venv, broker_from, tmp_path: Path) -> None
     assert "usage:" in plain_venv.cli("cluster", "run", "--help")
 
 
+def test_quotas_commands(plain_venv: Venv, broker_from) -> None:
+    """`odradek quotas alter` and `describe` from the wheel (AlterClientQuotas, DescribeClientQuotas)."""
+    broker = broker_from(plain_venv)
+    out = plain_venv.cli("quotas", "alter", "--user", "alice", "--client-default",
+                         "--add-config", "producer_byte_rate=1048576", "--bootstrap", broker.bootstrap)
+    assert "changed the quotas of user=alice, client-id=<default>" in out, out
+    out = plain_venv.cli("quotas", "describe", "--user", "alice", "--bootstrap", broker.bootstrap)
+    assert "user=alice, client-id=<default>: producer_byte_rate=1048576" in out, out
+
+
 def test_pipeline_help_without_spark_extra(plain_venv: Venv) -> None:
     """Without the extra, the pipeline must say so and fail, not offer a help page for a command that
     cannot run."""

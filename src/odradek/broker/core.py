@@ -31,6 +31,7 @@ from odradek.coordinator import OFFSETS_TOPIC, Coordinator
 from odradek.coordinator.persistence import OffsetsTopicLog, partition_for
 from odradek.coordinator.transactions import TXN_TOPIC, TransactionCoordinator
 from odradek.broker.authorizer import Authorizer
+from odradek.broker.quotas import PRODUCE, REQUEST, ClientQuotas
 from odradek.broker.scram_store import ScramStore
 from odradek.net.connection import CloseConnection, Slot
 from odradek.net.listeners import ListenerSetup
@@ -46,6 +47,10 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 TopicPartition = tuple[str, int]
+# Not counted against client quotas, as in Kafka: the SASL exchange and what brokers send each other
+QUOTA_EXEMPT = frozenset({ApiKey.API_VERSIONS, ApiKey.SASL_HANDSHAKE, ApiKey.SASL_AUTHENTICATE,
+                          ApiKey.LEADER_AND_ISR, ApiKey.STOP_REPLICA, ApiKey.UPDATE_METADATA,
+                          ApiKey.CONTROLLED_SHUTDOWN, ApiKey.WRITE_TXN_MARKERS})
 
 
 @dataclass
@@ -56,6 +61,12 @@ class RequestContext:
     correlation_id: int
     client_id: str | None
     connection: "KafkaConnection"
+    throttle_ms: int = 0  # earned by a quota (broker/quotas.py): sent as throttle_time_ms, the connection muted
+
+    @property
+    def quota_client(self) -> tuple[str, str]:
+        """(user, client id) as quotas name them: the principal's name, the header's client id."""
+        return self.connection.principal.partition(":")[2], self.client_id or ""
 
     def allowed(self, operation: int, resource_type: int, name: str) -> bool:
         """Whether the authorizer lets this connection's principal do ``operation`` on the resource."""
@@ -106,6 +117,7 @@ class Broker:
         # SCRAM credentials; the cluster loads them and stores changes (a file, or ZooKeeper)
         self.scram = ScramStore()
         self.authorizer = Authorizer(config)  # its ACLs are loaded and stored by the cluster, as the credentials
+        self.quotas = ClientQuotas(config.int("quota.window.size.seconds") * 1000, config.int("quota.window.num"))
         self.producer_ids = self.cluster.producer_id_manager()
 
     # lifecycle ---------------------------------------------------------------------------------------
@@ -179,6 +191,8 @@ class Broker:
             self.coordinator.tick(now)
         if self.txn_coordinator is not None:
             self.txn_coordinator.tick(now)
+        if retention_due:
+            self.quotas.forget_idle(now)
 
     # topics ------------------------------------------------------------------------------------------
 
@@ -303,8 +317,13 @@ class Broker:
         except codec.ProtocolError as exc:
             raise CloseConnection(f"malformed {ApiKey(api_key).name} v{version} request: {exc}") from None
         ctx = RequestContext(self, api_key, version, correlation_id, header.get("client_id"), conn)
-        body = spec.fn(ctx, request)
+        if self.quotas.enabled and api_key not in QUOTA_EXEMPT and request.get("replica_id", -1) < 0:
+            body = self._call_metered(spec, ctx, request, len(frame))
+        else:
+            body = spec.fn(ctx, request)
         if body is None:
+            if ctx.throttle_ms:
+                self._throttle(ctx, None)
             return None
         if type(body) is not dict:  # a coroutine: this request waits (registry.py)
             task = asyncio.ensure_future(self._finish(ctx, body))
@@ -313,10 +332,34 @@ class Broker:
             if asyncio.iscoroutine(body):
                 task.add_done_callback(lambda _, waiting=body: waiting.close())
             return task
+        if ctx.throttle_ms:
+            self._throttle(ctx, body)
         return codec.encode_response(api_key, version, correlation_id, body)
+
+    @staticmethod
+    def _throttle(ctx: RequestContext, body: dict | None) -> None:
+        """The response tells the client its throttle time; the connection reads nothing more meanwhile."""
+        if body is not None:
+            body["throttle_time_ms"] = max(body.get("throttle_time_ms", 0), ctx.throttle_ms)
+        ctx.connection.throttle(ctx.throttle_ms)
+
+    def _call_metered(self, spec, ctx: RequestContext, request: dict, size: int):
+        """Call the handler, counting the request against the client's quotas (broker/quotas.py): Produce
+        bytes before, the time the handler takes after. Fetch counts its response bytes itself."""
+        user, client_id = ctx.quota_client
+        quotas = self.quotas
+        if ctx.api_key == ApiKey.PRODUCE:
+            ctx.throttle_ms = quotas.record(PRODUCE, user, client_id, size, now_ms())
+        start = time.perf_counter()
+        body = spec.fn(ctx, request)
+        used = (time.perf_counter() - start) * 100.0  # percent of one thread, over the rate's seconds
+        ctx.throttle_ms = max(ctx.throttle_ms, quotas.record(REQUEST, user, client_id, used, now_ms()))
+        return body
 
     async def _finish(self, ctx: RequestContext, waiting: Awaitable[dict | None]) -> list | None:
         body = await waiting
+        if ctx.throttle_ms:  # from the time the response is ready, as Kafka mutes once it is sent
+            self._throttle(ctx, body)
         if body is None:
             return None
         # parts, not one joined frame: a Fetch response may carry file regions for the connection to sendfile

@@ -16,6 +16,7 @@ import logging
 from typing import TYPE_CHECKING
 
 from odradek.broker.authorizer import AclFile
+from odradek.broker.quotas import QuotaFile
 from odradek.broker.scram_store import ScramFile
 from odradek.cluster.admin import AdminError, check_assignment
 from odradek.cluster.metadata import BrokerInfo, PartitionInfo
@@ -67,6 +68,9 @@ class LocalController:
         acl_file = AclFile(broker.data_dir)
         acl_file.load_into(broker.authorizer)
         broker.authorizer.persist = acl_file.persist
+        quota_file = QuotaFile(broker.data_dir)
+        quota_file.load_into(broker.quotas)
+        broker.quotas.persist = quota_file.persist
         for topic in self.registry.all():
             self._publish(topic, 0)
         for name, partitions, configs in internal_topics(broker.config):

@@ -38,6 +38,7 @@ import time
 import uuid
 from typing import TYPE_CHECKING
 
+from odradek.broker.quotas import QUOTA_KEYS, QuotaEntity
 from odradek.cluster import ClusterError
 from odradek.cluster import zk_acls
 from odradek.cluster import zk_layout as L
@@ -156,6 +157,8 @@ class ClusterMember:
         await self._register()
         await self._load_scram_users()
         self.broker.scram.persist = self._store_scram_users
+        await self._load_quotas()
+        self.broker.quotas.persist = self._store_quotas
         for path in zk_acls.PATHS:
             await self.zk.ensure_path(path)
         self.broker.authorizer.persist = self._store_acls
@@ -507,8 +510,12 @@ class ClusterMember:
                 self._topic_configs.pop(change[1], None)
                 configs = await self._configs_of(change[1])
                 self.topic_configs_changed(change[1], configs)
-            elif change is not None and change[0] == "users" and L.user_from_entity(change[1]) is not None:
-                await self._load_scram_user(L.user_from_entity(change[1]))
+            elif change is not None and change[0] in ("users", "clients"):
+                if change[0] == "users" and L.user_from_entity(change[1]) is not None:
+                    await self._load_scram_user(L.user_from_entity(change[1]))
+                entity = L.quota_entity_of(f"{change[0]}/{change[1]}")
+                if entity is not None:
+                    self.broker.quotas.set_entity(entity, await self._quotas_of(entity))
             elif change is not None and change[0] == "brokers" and change[1] in (str(self.broker_id),
                                                                                  L.BROKER_DEFAULT_ENTITY):
                 await self.broker_configs_changed()
@@ -547,6 +554,45 @@ class ClusterMember:
             await self.zk.set_or_create(path, L.encode_topic_config(configs))
             await self.zk.create(f"{L.CONFIG_CHANGES}/{L.CONFIG_CHANGE_PREFIX}",
                                  L.encode_config_change(path[len(L.USER_CONFIGS) + 1:], "users"),
+                                 sequence=True, makepath=True)
+
+    async def _quotas_of(self, entity: QuotaEntity) -> dict[str, float]:
+        found = await self.zk.get_or_none(f"/config/{L.quota_entity_path(entity)}")
+        configs = L.decode_topic_config(found[0] if found else None)
+        return {key: float(value) for key, value in configs.items() if key in QUOTA_KEYS}
+
+    async def _load_quotas(self) -> None:
+        """Every client quota under /config/users and /config/clients (Kafka's layout: zk_layout.py)."""
+        paths = [f"clients/{c}" for c in await self.zk.children(L.CLIENT_CONFIGS)]
+        for user in await self.zk.children(L.USER_CONFIGS):
+            paths.append(f"users/{user}")
+            try:
+                paths += [f"users/{user}/clients/{c}" for c in await self.zk.children(f"{L.USER_CONFIGS}/{user}/clients")]
+            except NoNodeError:
+                pass
+        configs = {}
+        for path in paths:
+            entity = L.quota_entity_of(path)
+            if entity is not None:
+                configs[entity] = await self._quotas_of(entity)
+        self.broker.quotas.replace(configs)
+
+    async def _store_quotas(self, configs: dict[QuotaEntity, dict[str, float]]) -> None:
+        """Write the entities whose quotas changed (keeping a user's other configs, its SCRAM credentials)
+        and tell every broker."""
+        current = self.broker.quotas.configs()
+        for entity in set(current) | set(configs):
+            if current.get(entity, {}) == configs.get(entity, {}):
+                continue
+            entity_path = L.quota_entity_path(entity)
+            path = f"/config/{entity_path}"
+            found = await self.zk.get_or_none(path)
+            kept = {k: v for k, v in L.decode_topic_config(found[0] if found else None).items() if k not in QUOTA_KEYS}
+            # Kafka writes whole numbers for the byte rates, which its tools parse as longs
+            kept.update({k: str(int(v)) if v == int(v) else str(v) for k, v in configs.get(entity, {}).items()})
+            await self.zk.set_or_create(path, L.encode_topic_config(kept))
+            kind, _, name = entity_path.partition("/")
+            await self.zk.create(f"{L.CONFIG_CHANGES}/{L.CONFIG_CHANGE_PREFIX}", L.encode_config_change(name, kind),
                                  sequence=True, makepath=True)
 
     async def _watch_acl_changes(self) -> None:

@@ -17,7 +17,10 @@ the project builds a path or parses a znode.
                                                   version 2 adds "leader_recovery_state" when it is not 0)
     /config/topics/TOPIC                         {"version": 1, "config": {NAME: VALUE}}
     /config/brokers/ID (or <default>)            {"version": 1, "config": {NAME: VALUE}}  (dynamic broker configs)
-    /config/users/USER (URL-encoded)             {"version": 1, "config": {"SCRAM-SHA-512": "salt=...,..."}}
+    /config/users/USER (URL-encoded)             {"version": 1, "config": {"SCRAM-SHA-512": "salt=...,...",
+                                                  "producer_byte_rate": "1048576"}}  (credentials, quotas)
+    /config/users/USER/clients/CLIENT            {"version": 1, "config": {"consumer_byte_rate": "..."}}
+    /config/clients/CLIENT                       likewise (USER, CLIENT URL-encoded, or <default>)
     /config/changes/config_change_SEQ            {"version": 2, "entity_path": "topics/TOPIC" or "brokers/ID"}
     /admin/delete_topics/TOPIC                   (empty: a deletion request)
     /isr_change_notification/isr_change_SEQ      {"version": 1, "partitions": [{"topic", "partition"}]}
@@ -34,6 +37,8 @@ import time
 from dataclasses import dataclass, field
 from urllib.parse import quote, unquote
 
+from odradek.broker.quotas import DEFAULT, DefaultName, QuotaEntity
+
 CLUSTER_ID = "/cluster/id"
 CONTROLLER = "/controller"
 CONTROLLER_EPOCH = "/controller_epoch"
@@ -42,6 +47,8 @@ TOPICS = "/brokers/topics"
 TOPIC_CONFIGS = "/config/topics"
 BROKER_CONFIGS = "/config/brokers"
 USER_CONFIGS = "/config/users"
+CLIENT_CONFIGS = "/config/clients"
+QUOTA_DEFAULT = "<default>"  # the default user or client id of a quota entity
 BROKER_DEFAULT_ENTITY = "<default>"  # the entity name of the cluster-wide dynamic broker defaults
 CONFIG_CHANGES = "/config/changes"
 CONFIG_CHANGE_PREFIX = "config_change_"
@@ -327,6 +334,36 @@ def user_config_path(user: str) -> str:
 def user_from_entity(name: str) -> str | None:
     """The user of a `users/<name>` entity (None for `users/<name>/clients/<id>`, a quota entity)."""
     return None if "/" in name else unquote(name)
+
+
+def _quota_segment(name: str | DefaultName) -> str:
+    return QUOTA_DEFAULT if name is DEFAULT else quote(name, safe="")
+
+
+def _quota_name(segment: str) -> str | DefaultName:
+    return DEFAULT if segment == QUOTA_DEFAULT else unquote(segment)
+
+
+def quota_entity_path(entity: QuotaEntity) -> str:
+    """`users/U`, `users/U/clients/C` or `clients/C`: where a quota entity's configs live under /config, as
+    change notifications name it."""
+    if entity.user is not None and entity.client_id is not None:
+        return f"users/{_quota_segment(entity.user)}/clients/{_quota_segment(entity.client_id)}"
+    if entity.user is not None:
+        return f"users/{_quota_segment(entity.user)}"
+    return f"clients/{_quota_segment(entity.client_id)}"
+
+
+def quota_entity_of(entity_path: str) -> QuotaEntity | None:
+    """The quota entity an entity path names (see `quota_entity_path`); None if it names none."""
+    parts = entity_path.split("/")
+    if len(parts) == 2 and parts[0] == "users":
+        return QuotaEntity(_quota_name(parts[1]), None)
+    if len(parts) == 4 and parts[0] == "users" and parts[2] == "clients":
+        return QuotaEntity(_quota_name(parts[1]), _quota_name(parts[3]))
+    if len(parts) == 2 and parts[0] == "clients":
+        return QuotaEntity(None, _quota_name(parts[1]))
+    return None
 
 
 # -- /isr_change_notification -----------------------------------------------------------------------------

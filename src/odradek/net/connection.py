@@ -23,6 +23,9 @@ fd. This works alike on asyncio's selector loop and on uvloop (whose loop.sendfi
 On a TLS listener the bytes must pass through the encryption in user space: regions are read (pread) and
 written through the transport like any other response, whose flow control then applies.
 
+A client over one of its quotas (broker/quotas.py) is muted the same way for its throttle time: its
+response goes out at once, and nothing more is read from it until the time has passed (KIP-219).
+
 Each connection knows its listener (Metadata answers with that listener's endpoints) and its principal:
 `User:ANONYMOUS`, or from a client certificate on a TLS listener (net/tls.py).
 
@@ -68,6 +71,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
         self.principal = ANONYMOUS
         self.sasl: SaslSession | None = None  # on a SASL listener: set by the listener, nothing passes before it
         self._refusing = False  # a failed login: nothing more is read; the answer waits, then the socket closes
+        self._throttled_until = 0.0  # a client over its quota: nothing is read before this (loop time)
         self.limits: ConnectionLimits | None = None  # counted there while open
         self._counted = False
         self._frames = FrameReader(max_request_bytes, memory)
@@ -206,6 +210,23 @@ class KafkaConnection(asyncio.BufferedProtocol):
         # A reset seen while writing leaves the transport closing: the rest of the buffer is not served.
         return self.is_open
 
+    def throttle(self, delay_ms: int) -> None:
+        """Read nothing more for ``delay_ms`` (a client over its quota: broker/quotas.py); the responses
+        already due still go out."""
+        loop = asyncio.get_running_loop()
+        until = loop.time() + delay_ms / 1000.0
+        if until <= self._throttled_until or self._transport is None:
+            return
+        self._throttled_until = until
+        self._update_reading()
+        loop.call_at(until, self._throttle_over, until)
+
+    def _throttle_over(self, until: float) -> None:
+        if until != self._throttled_until or self._transport is None:
+            return  # a longer throttle replaced this one
+        self._throttled_until = 0.0
+        self._resume()
+
     def _refuse_later(self, sasl: SaslSession, answer: Slot) -> None:
         """A failed login: read nothing more; ``answer`` (None: none) goes out after
         connection.failed.authentication.delay.ms, then the connection closes, so a client guessing
@@ -324,7 +345,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
                 os.close(fd)
 
     def _over_limit(self) -> bool:
-        return self._writing_paused or self._outstanding is not None or self._refusing
+        return self._writing_paused or self._outstanding is not None or self._refusing or self._throttled_until > 0.0
 
     def _update_reading(self) -> None:
         transport = self._transport

@@ -7,6 +7,7 @@ import java.util.Properties;
 import java.util.concurrent.Future;
 import java.util.concurrent.TimeUnit;
 
+import org.apache.kafka.clients.admin.Admin;
 import org.apache.kafka.clients.consumer.ConsumerRecord;
 import org.apache.kafka.clients.consumer.ConsumerRecords;
 import org.apache.kafka.clients.consumer.KafkaConsumer;
@@ -15,6 +16,10 @@ import org.apache.kafka.clients.producer.ProducerRecord;
 import org.apache.kafka.clients.producer.RecordMetadata;
 import org.apache.kafka.common.TopicPartition;
 import org.apache.kafka.common.header.Header;
+import org.apache.kafka.common.quota.ClientQuotaAlteration;
+import org.apache.kafka.common.quota.ClientQuotaEntity;
+import org.apache.kafka.common.quota.ClientQuotaFilter;
+import org.apache.kafka.common.quota.ClientQuotaFilterComponent;
 import org.apache.kafka.common.serialization.ByteArrayDeserializer;
 import org.apache.kafka.common.serialization.StringSerializer;
 
@@ -43,9 +48,18 @@ import org.apache.kafka.common.serialization.StringSerializer;
  *   group-consume BOOT TOPIC GROUP N [timeoutMs]
  *       subscribes to TOPIC in consumer group GROUP (group.protocol=classic), reads N records, commits
  *       synchronously, and prints "partition\toffset\tvalue" per record. Exit code 3 if fewer than N arrived.
+ *   quotas-alter BOOT ENTITY OP...
+ *       Admin.alterClientQuotas for one entity: ENTITY is "user=NAME", "client-id=NAME" or both joined by
+ *       "," (NAME "<default>" for the default); each OP is "key=value" to set or "key=" to remove. Prints "ok",
+ *       or "error\tExceptionClass\tmessage" and exits 4.
+ *   quotas-describe BOOT [strict] [COMPONENT...]
+ *       Admin.describeClientQuotas: each COMPONENT is "type=NAME" (exact), "type=<default>" or "type" (any
+ *       name); prints "ENTITY\tkey=value,..." per entity (its parts sorted, keys sorted), or "error..." and
+ *       exits 4.
  *
  * Values must stay in sync with java_value() in helpers.py. Every client also takes the properties of the
- * file that the environment variable ODRADEK_CLIENT_CONFIG names, if set (security settings, say).
+ * file that the environment variable ODRADEK_CLIENT_CONFIG names, if set (security settings, say); they are
+ * applied after the harness's defaults (timeouts, say), so they win.
  */
 public final class OdradekClient {
 
@@ -112,6 +126,14 @@ public final class OdradekClient {
                 groupConsume(args[1], args[2], args[3], Integer.parseInt(args[4]),
                         args.length > 5 ? Long.parseLong(args[5]) : 60000L);
                 break;
+            case "quotas-alter":
+                if (args.length < 3) usage();
+                quotasAlter(args[1], args[2], java.util.Arrays.copyOfRange(args, 3, args.length));
+                break;
+            case "quotas-describe":
+                if (args.length < 2) usage();
+                quotasDescribe(args[1], java.util.Arrays.copyOfRange(args, 2, args.length));
+                break;
             default:
                 usage();
         }
@@ -123,7 +145,8 @@ public final class OdradekClient {
                 + " | consume BOOT TOPIC PARTITION N [timeoutMs] [startOffset] [maxPartitionFetchBytes] [isolationLevel]"
                 + " | produce-txn BOOT TOPIC N commit|abort [transactionalId] [prefix]"
                 + " | produce-load BOOT TOPIC N PARTITIONS INTERVAL_MS"
-                + " | group-consume BOOT TOPIC GROUP N [timeoutMs]");
+                + " | group-consume BOOT TOPIC GROUP N [timeoutMs]"
+                + " | quotas-alter BOOT ENTITY OP... | quotas-describe BOOT [strict] [COMPONENT...]");
         System.exit(2);
     }
 
@@ -131,13 +154,13 @@ public final class OdradekClient {
     static Properties producerProperties(String boot) {
         Properties p = new Properties();
         p.put("bootstrap.servers", boot);
-        p.putAll(EXTRA);
         p.put("linger.ms", "5");
         p.put("max.block.ms", "30000");
         p.put("request.timeout.ms", "20000");
         p.put("delivery.timeout.ms", "45000");
         p.put("key.serializer", StringSerializer.class.getName());
         p.put("value.serializer", StringSerializer.class.getName());
+        p.putAll(EXTRA);
         return p;
     }
 
@@ -240,7 +263,6 @@ public final class OdradekClient {
     static void groupConsume(String boot, String topic, String group, int n, long timeoutMs) {
         Properties p = new Properties();
         p.put("bootstrap.servers", boot);
-        p.putAll(EXTRA);
         p.put("group.id", group);
         p.put("group.protocol", "classic");
         p.put("enable.auto.commit", "false");
@@ -250,6 +272,7 @@ public final class OdradekClient {
         p.put("default.api.timeout.ms", "30000");
         p.put("key.deserializer", ByteArrayDeserializer.class.getName());
         p.put("value.deserializer", ByteArrayDeserializer.class.getName());
+        p.putAll(EXTRA);
         int seen = 0;
         long deadline = System.currentTimeMillis() + timeoutMs;
         try (KafkaConsumer<byte[], byte[]> consumer = new KafkaConsumer<>(p)) {
@@ -279,7 +302,6 @@ public final class OdradekClient {
                         int maxPartitionFetchBytes, String isolationLevel) {
         Properties p = new Properties();
         p.put("bootstrap.servers", boot);
-        p.putAll(EXTRA);
         p.put("enable.auto.commit", "false");
         p.put("auto.offset.reset", "earliest");
         p.put("isolation.level", isolationLevel);
@@ -287,6 +309,7 @@ public final class OdradekClient {
         p.put("default.api.timeout.ms", "30000");
         p.put("key.deserializer", ByteArrayDeserializer.class.getName());
         p.put("value.deserializer", ByteArrayDeserializer.class.getName());
+        p.putAll(EXTRA);
         if (maxPartitionFetchBytes > 0) {
             p.put("max.partition.fetch.bytes", Integer.toString(maxPartitionFetchBytes));
             p.put("fetch.max.bytes", Integer.toString(maxPartitionFetchBytes));
@@ -321,6 +344,80 @@ public final class OdradekClient {
         if (seen < n) {
             System.err.println("consume: only " + seen + " of " + n + " records before timeout");
             System.exit(3);
+        }
+    }
+
+    static Admin admin(String boot) {
+        Properties p = new Properties();
+        p.put("bootstrap.servers", boot);
+        p.put("request.timeout.ms", "20000");
+        p.put("default.api.timeout.ms", "30000");
+        p.putAll(EXTRA);
+        return Admin.create(p);
+    }
+
+    static String quotaName(String name) {
+        return "<default>".equals(name) ? null : name;
+    }
+
+    static void quotasAlter(String boot, String entitySpec, String[] ops) throws Exception {
+        java.util.Map<String, String> parts = new java.util.HashMap<>();
+        for (String part : entitySpec.split(",")) {
+            String[] kv = part.split("=", 2);
+            parts.put(kv[0], quotaName(kv[1]));
+        }
+        List<ClientQuotaAlteration.Op> alterations = new ArrayList<>();
+        for (String op : ops) {
+            String[] kv = op.split("=", 2);
+            alterations.add(new ClientQuotaAlteration.Op(kv[0], kv[1].isEmpty() ? null : Double.valueOf(kv[1])));
+        }
+        try (Admin admin = admin(boot)) {
+            admin.alterClientQuotas(Collections.singletonList(
+                    new ClientQuotaAlteration(new ClientQuotaEntity(parts), alterations))).all().get();
+            System.out.println("ok");
+        } catch (java.util.concurrent.ExecutionException e) {
+            System.out.println("error\t" + e.getCause().getClass().getSimpleName() + "\t" + e.getCause().getMessage());
+            System.exit(4);
+        }
+    }
+
+    static void quotasDescribe(String boot, String[] args) throws Exception {
+        boolean strict = false;
+        List<ClientQuotaFilterComponent> components = new ArrayList<>();
+        for (String arg : args) {
+            if (arg.equals("strict")) {
+                strict = true;
+            } else if (!arg.contains("=")) {
+                components.add(ClientQuotaFilterComponent.ofEntityType(arg));
+            } else {
+                String[] kv = arg.split("=", 2);
+                components.add(kv[1].equals("<default>") ? ClientQuotaFilterComponent.ofDefaultEntity(kv[0])
+                        : ClientQuotaFilterComponent.ofEntity(kv[0], kv[1]));
+            }
+        }
+        ClientQuotaFilter filter = strict ? ClientQuotaFilter.containsOnly(components) : ClientQuotaFilter.contains(components);
+        try (Admin admin = admin(boot)) {
+            java.util.Map<ClientQuotaEntity, java.util.Map<String, Double>> found =
+                    admin.describeClientQuotas(filter).entities().get();
+            List<String> lines = new ArrayList<>();
+            for (java.util.Map.Entry<ClientQuotaEntity, java.util.Map<String, Double>> e : found.entrySet()) {
+                List<String> parts = new ArrayList<>();
+                for (java.util.Map.Entry<String, String> part : new java.util.TreeMap<>(e.getKey().entries()).entrySet()) {
+                    parts.add(part.getKey() + "=" + (part.getValue() == null ? "<default>" : part.getValue()));
+                }
+                List<String> values = new ArrayList<>();
+                for (java.util.Map.Entry<String, Double> v : new java.util.TreeMap<>(e.getValue()).entrySet()) {
+                    values.add(v.getKey() + "=" + v.getValue());
+                }
+                lines.add(String.join(",", parts) + "\t" + String.join(",", values));
+            }
+            Collections.sort(lines);
+            for (String line : lines) {
+                System.out.println(line);
+            }
+        } catch (java.util.concurrent.ExecutionException e) {
+            System.out.println("error\t" + e.getCause().getClass().getSimpleName() + "\t" + e.getCause().getMessage());
+            System.exit(4);
         }
     }
 }

@@ -34,6 +34,8 @@ watermark and gets no list. Control batches (markers) are returned either way; c
 Zero-copy: a v4+ fetch takes each segment's span of at least REGION_MIN_BYTES as a file region, which the
 connection sends with sendfile(2) straight from the page cache (net/connection.py); smaller spans and
 down-converted fetches are read into memory.
+Quotas (broker/quotas.py): a consumer over its `consumer_byte_rate` is answered no partitions and its
+throttle time; the records a consumer is sent count against it. Followers are exempt.
 Gaps: no preferred read replica (consumers read from leaders only); v15+ followers (replica_state) are not
 served as followers.
 """
@@ -42,9 +44,10 @@ import time
 from typing import Callable, NamedTuple
 
 from odradek.broker.authorizer import CLUSTER_NAME, Operation as Op, ResourceType as Res
-from odradek.broker.core import RequestContext
+from odradek.broker.core import RequestContext, now_ms
 from odradek.broker.fetch_sessions import FetchSession, FetchSessionError, SessionPartition, TopicPartition
 from odradek.broker.leader_hints import LEADERSHIP_ERRORS, hint_leader, node_endpoints
+from odradek.broker.quotas import FETCH as FETCH_QUOTA
 from odradek.broker.registry import handler
 from odradek.cluster.partition import ReplicationError
 from odradek.protocol.api_keys import ApiKey
@@ -83,7 +86,14 @@ async def fetch(ctx: RequestContext, request: dict) -> dict:
                                                       privileged=version <= 14 and request["replica_id"] >= 0)
         except FetchSessionError as exc:
             return {"throttle_time_ms": 0, "error_code": exc.error_code, "session_id": 0, "responses": []}
-    if version <= 14 and request["replica_id"] >= 0:  # a follower: brokers need CLUSTER_ACTION
+    follower = version <= 14 and request["replica_id"] >= 0
+    quotas = ctx.broker.quotas
+    if quotas.enabled and not follower:
+        ctx.throttle_ms = max(ctx.throttle_ms, quotas.throttle_ms(FETCH_QUOTA, *ctx.quota_client, now_ms()))
+        if ctx.throttle_ms:  # over its consumer_byte_rate: nothing read until the throttle is over
+            return {"throttle_time_ms": ctx.throttle_ms, "error_code": 0,
+                    "session_id": session.id if session is not None else 0, "responses": []}
+    if follower:  # brokers need CLUSTER_ACTION
         cluster_action = ctx.allowed(Op.CLUSTER_ACTION, Res.CLUSTER, CLUSTER_NAME)
         may_read: Callable[[str], bool] = lambda name: cluster_action  # noqa: E731
     else:
@@ -98,6 +108,8 @@ async def fetch(ctx: RequestContext, request: dict) -> dict:
             break
         await ctx.broker.wait_for_append(keys, remaining)
         entries, size, keys = _build(ctx, request, wanted)
+    if quotas.enabled and not follower and size:
+        ctx.throttle_ms = max(ctx.throttle_ms, quotas.record(FETCH_QUOTA, *ctx.quota_client, size, now_ms()))
     if session is not None:
         told = [(want, entry) for want, entry in entries if session.partitions[want.session_key].must_answer(entry)]
         if request["session_epoch"] > 0:  # incremental: only what changed
