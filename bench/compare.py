@@ -13,7 +13,9 @@ a workload it does not support, is shown as n/a with the reason; nothing here ra
 After the brokers comes the cluster part (bench/cluster.py: three odradek brokers with replication factor 3
 against one, and failover times), with a time budget of its own; `--only` without `cluster` leaves it out.
 Then the fault part (bench/faults.py: failover percentiles, a rolling restart, a wiped replica's catch-up),
-left out by an `--only` without `faults`.
+left out by an `--only` without `faults`. Last the security part (bench/security.py: 1 KiB produce and
+consume over PLAINTEXT, SSL and SASL_SSL, and the broker's memory with 1,000 idle TLS connections), left out
+by an `--only` without `security`.
 `--odradek-src DIR` adds a column: odradek (disk) run from another checkout's src, counted as a peer.
 
 Each throughput row is run by three client processes at once (--clients N): one Python client keeps a core
@@ -397,14 +399,24 @@ def faults_module():
     return faults
 
 
+def security_module():
+    """bench/security.py (it imports bench/workloads.py, as this module does)."""
+    import security
+
+    return security
+
+
 def report(info: dict, cfg: Config, results: list[dict], loop: dict, wall_s: float, run: dict,
-           cluster_part: dict | None, faults_part: dict | None = None) -> str:
-    """render() of the brokers (only the header when none ran), then the cluster and fault parts' sections."""
+           cluster_part: dict | None, faults_part: dict | None = None, security_part: dict | None = None) -> str:
+    """render() of the brokers (only the header when none ran), then the cluster, fault and security parts'
+    sections."""
     text = render(info, cfg, results, loop, wall_s, run) if results else "\n".join(header(info, cfg, wall_s)) + "\n"
     if cluster_part is not None:
         text += "\n" + cluster_module().render(cluster_part)
     if faults_part is not None:
         text += "\n" + faults_module().render(faults_part)
+    if security_part is not None:
+        text += "\n" + security_module().render(security_part)
     return text
 
 
@@ -705,7 +717,8 @@ def main() -> int:
                         help=f"client processes that run each throughput row together (default {DEFAULT_CLIENTS})")
     parser.add_argument("--only", metavar="KEYS",
                         help="comma-separated subset of: odradek-disk, odradek-shm, odradek-asyncio, tansu, noida, "
-                             "cluster (the cluster part, bench/cluster.py), faults (bench/faults.py)")
+                             "cluster (the cluster part, bench/cluster.py), faults (bench/faults.py), "
+                             "security (bench/security.py)")
     parser.add_argument("--odradek-src", metavar="DIR", action="append", default=[],
                         help="one more column: odradek (disk) with DIR (another checkout's src, holding odradek/) "
                              "first on PYTHONPATH, counted as a peer; repeatable")
@@ -719,7 +732,7 @@ def main() -> int:
             saved = json.load(fh)
         cfg = Config(saved["quick"], saved["rounds"]["requested"], saved.get("clients", 1))
         print(report(saved["machine"], cfg, saved["brokers"], saved["loopback"], saved["wall_s"], saved["rounds"],
-                     saved.get("cluster"), saved.get("faults")))
+                     saved.get("cluster"), saved.get("faults"), saved.get("security")))
         return 0
     sources = []
     for src in args.odradek_src:
@@ -780,6 +793,13 @@ def main() -> int:
             bench_faults = faults_module()
             log(f"== fault part ({time.monotonic() - t0:.0f} s into the run)")
             faults_part = bench_faults.run(cfg, bench_faults.Settings(cfg.quick))
+        security_part = None
+        if wanted is None or "security" in wanted:
+            log(f"== security part ({time.monotonic() - t0:.0f} s into the run)")
+            try:
+                security_part = security_module().run(50_000 if cfg.quick else 200_000, 1000)
+            except Exception as exc:  # the rest of the report stands without it
+                log(f"security part failed: {short(exc)}")
     finally:
         cfg.pool.close()
     results = list(results.values())
@@ -787,7 +807,7 @@ def main() -> int:
         for entry in r["throughput"].values():
             entry["median"] = median_over_rounds(entry["rounds"])
     wall = time.monotonic() - t0
-    text = report(info, cfg, results, loop, wall, run, cluster_part, faults_part)
+    text = report(info, cfg, results, loop, wall, run, cluster_part, faults_part, security_part)
     print(text)
     os.makedirs(args.out_dir, exist_ok=True)
     with open(os.path.join(args.out_dir, "latest.md"), "w") as fh:
@@ -795,7 +815,8 @@ def main() -> int:
     with open(os.path.join(args.out_dir, "latest.json"), "w") as fh:
         json.dump({"machine": info, "quick": cfg.quick, "clients": cfg.clients, "wall_s": wall, "loopback": loop,
                    "rounds": run, "peers": {k: v for k, v in peers.items()}, "brokers": results,
-                   "cluster": cluster_part, "faults": faults_part}, fh, indent=2, default=str)
+                   "cluster": cluster_part, "faults": faults_part, "security": security_part}, fh, indent=2,
+                  default=str)
     log(f"wrote {os.path.join(args.out_dir, 'latest.md')} and latest.json; wall time {wall:.0f} s")
     return 0
 

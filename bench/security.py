@@ -7,7 +7,8 @@ One broker serves the three listeners (certificates made here with the `cryptogr
 make theirs); each listener gets its own topic, written with acks=1 by one librdkafka producer and read
 back by one consumer (bench/workloads.py). TLS cannot use sendfile(2): a fetch's records are read from the
 page cache and encrypted in the broker. The idle connections are TLS handshakes made from this process;
-the broker's resident memory (VmRSS) is read before and after. Writes bench/results/security.md.
+the broker's resident memory (VmRSS) is read before and after. Writes bench/results/security.md; `make bench`
+runs it too (bench/compare.py, its "security" part).
 Targets (issue 16): TLS consume >= 50 % of plaintext consume; RSS with 1,000 TLS connections <= 150 MB.
 """
 
@@ -114,11 +115,8 @@ def idle_tls_connections(broker: SecuredBroker, count: int) -> dict:
             "per_connection_kb": (after - before) * 1024 / max(len(held), 1), "handshakes_per_s": len(held) / made_s}
 
 
-def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--count", type=int, default=200_000, help="1 KiB records per listener")
-    parser.add_argument("--connections", type=int, default=1000, help="idle TLS connections")
-    args = parser.parse_args()
+def run(count: int, connections: int) -> dict:
+    """Measure every listener and the idle connections; the part of the report that render() writes."""
     size = 1024
     with tempfile.TemporaryDirectory(prefix="odradek-security-") as tmp:
         broker = SecuredBroker(Path(tmp))
@@ -128,34 +126,48 @@ def main() -> int:
                 topic = f"bench-{listener.lower()}"
                 create_topic(broker.bootstrap("PLAINTEXT"), topic, 1)
                 config = broker.client_config(listener)
-                p = rates(produce(broker.bootstrap(listener), topic, size, args.count, 60.0, "1", config=config,
+                p = rates(produce(broker.bootstrap(listener), topic, size, count, 60.0, "1", config=config,
                                   broker_pid=broker.proc.pid), size)
-                c = rates(consume(broker.bootstrap(listener), topic, size, args.count, 60.0,
+                c = rates(consume(broker.bootstrap(listener), topic, size, count, 60.0,
                                   broker_pid=broker.proc.pid, config=config), size)
-                rows.append((listener, p, c))
+                rows.append({"listener": listener, "produce": p, "consume": c})
                 print(f"{listener:10} produce {p['msgs_per_s']:>10,.0f} msgs/s {p['mb_per_s']:7.1f} MB/s   "
                       f"consume {c['msgs_per_s']:>10,.0f} msgs/s {c['mb_per_s']:7.1f} MB/s", flush=True)
-            idle = idle_tls_connections(broker, args.connections)
+            idle = idle_tls_connections(broker, connections)
             print(f"{idle['connections']} idle TLS connections: broker RSS {idle['rss_before_mb']:.0f} -> "
                   f"{idle['rss_after_mb']:.0f} MB ({idle['per_connection_kb']:.0f} KB each), "
                   f"{idle['handshakes_per_s']:.0f} handshakes/s", flush=True)
         finally:
             broker.stop()
-    plain_consume = rows[0][2]["msgs_per_s"]
-    lines = ["# Security costs (bench/security.py)", "",
-             f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}; 1 KiB records, {args.count:,} per listener, "
-             "one producer (acks=1) and one consumer; one broker serving all three listeners.", "",
+    return {"when": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), "count": count, "rows": rows, "idle": idle}
+
+
+def render(part: dict) -> str:
+    rows, idle = part["rows"], part["idle"]
+    plain_consume = rows[0]["consume"]["msgs_per_s"]
+    lines = ["## Security costs (bench/security.py)", "",
+             f"{part['when']}; 1 KiB records, {part['count']:,} per listener, one producer (acks=1) and one "
+             "consumer; one broker serving all three listeners.", "",
              "| listener | produce msgs/s | produce MB/s | consume msgs/s | consume MB/s | consume vs plaintext |",
              "|---|---:|---:|---:|---:|---:|"]
-    for listener, p, c in rows:
-        lines.append(f"| {listener} | {p['msgs_per_s']:,.0f} | {p['mb_per_s']:.1f} | {c['msgs_per_s']:,.0f} | "
+    for row in rows:
+        p, c = row["produce"], row["consume"]
+        lines.append(f"| {row['listener']} | {p['msgs_per_s']:,.0f} | {p['mb_per_s']:.1f} | {c['msgs_per_s']:,.0f} | "
                      f"{c['mb_per_s']:.1f} | {c['msgs_per_s'] / plain_consume:.2f}x |")
     lines += ["", f"{idle['connections']:,} idle TLS connections: broker RSS {idle['rss_before_mb']:.0f} MB before, "
               f"{idle['rss_after_mb']:.0f} MB with them ({idle['per_connection_kb']:.0f} KB each); "
               f"{idle['handshakes_per_s']:.0f} handshakes/s from one Python client.", ""]
+    return "\n".join(lines)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--count", type=int, default=200_000, help="1 KiB records per listener")
+    parser.add_argument("--connections", type=int, default=1000, help="idle TLS connections")
+    args = parser.parse_args()
     out = Path(REPO) / "bench" / "results" / "security.md"
     out.parent.mkdir(exist_ok=True)
-    out.write_text("\n".join(lines))
+    out.write_text(render(run(args.count, args.connections)))
     print(f"wrote {out}")
     return 0
 
