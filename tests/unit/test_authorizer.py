@@ -92,3 +92,24 @@ def test_filters():
 ])
 def test_invalid_acls(binding):
     assert validate(binding) is not None
+
+
+def test_authorize_any_needs_an_allow_that_no_deny_covers():
+    W, P = Operation.WRITE, PatternType.PREFIXED
+    assert not authorizer().authorize_any("User:alice", "h", W, T)
+    assert authorizer(acl("orders", W)).authorize_any("User:alice", "h", W, T)
+    assert authorizer(acl("orders", Operation.ALL)).authorize_any("User:alice", "h", W, T)
+    assert not authorizer(acl("orders", Operation.READ)).authorize_any("User:alice", "h", W, T)
+    assert not authorizer(acl("orders", W), acl("orders", W, permission=Permission.DENY)).authorize_any(
+        "User:alice", "h", W, T)
+    assert not authorizer(acl("orders", W), acl("ord", W, permission=Permission.DENY, pattern=P)).authorize_any(
+        "User:alice", "h", W, T)
+    assert not authorizer(acl("logs-", W, pattern=P), acl("*", W, permission=Permission.DENY)).authorize_any(
+        "User:alice", "h", W, T)
+    # a deny of one topic leaves the allow on the others
+    assert authorizer(acl("logs-", W, pattern=P), acl("logs-x", W, permission=Permission.DENY)).authorize_any(
+        "User:alice", "h", W, T)
+    assert not authorizer(acl("orders", W)).authorize_any("User:bob", "h", W, T)
+    assert authorizer(acl("g", W, kind=G)).authorize_any("User:bob", "h", W, T) is False
+    assert authorizer(**{"super.users": "User:bob"}).authorize_any("User:bob", "h", W, T)
+    assert authorizer(**{"allow.everyone.if.no.acl.found": "true"}).authorize_any("User:bob", "h", W, T)

@@ -216,6 +216,23 @@ class Authorizer:
             return True
         return self.allow_if_no_acl and not any(a.applies_to(resource_type, name) for a in self._acls)
 
+    def authorize_any(self, principal: str, host: str, operation: int, resource_type: int) -> bool:
+        """Whether ``operation`` is allowed on some resource of the type (Kafka's authorizeByResourceType,
+        KIP-679: an idempotent producer needs IDEMPOTENT_WRITE on the cluster or WRITE on any topic): an ALLOW
+        whose resources no DENY covers whole."""
+        if not self.enabled or principal in self.super_users:
+            return True
+        mine = [a for a in self._acls if a.resource_type == resource_type
+                and a.principal in (principal, WILDCARD_PRINCIPAL) and a.host in (host, WILDCARD)]
+        denies = [a for a in mine if a.permission == Permission.DENY and a.operation in (operation, Operation.ALL)]
+        allowing = _ALLOWED_BY.get(operation, {operation})
+        for acl in mine:
+            if acl.permission != Permission.ALLOW or not (acl.operation in allowing or acl.operation == Operation.ALL):
+                continue
+            if not any(_covers(deny, acl) for deny in denies):
+                return True
+        return self.allow_if_no_acl and not any(a.resource_type == resource_type for a in self._acls)
+
     def authorized_operations(self, principal: str, host: str, resource_type: int, name: str) -> int:
         """The bit field of the operations allowed (Metadata's, DescribeGroups' and DescribeCluster's
         `authorized_operations`)."""
@@ -245,6 +262,15 @@ class Authorizer:
             await self.persist(new)
         self._acls = new
         self._decisions.clear()
+
+
+def _covers(deny: AclBinding, allow: AclBinding) -> bool:
+    """Whether ``deny`` applies to every resource ``allow`` does."""
+    if deny.resource_name == WILDCARD and deny.pattern_type == PatternType.LITERAL:
+        return True
+    if deny.pattern_type == PatternType.PREFIXED:
+        return allow.resource_name.startswith(deny.resource_name) and allow.resource_name != WILDCARD
+    return allow.pattern_type == PatternType.LITERAL and allow.resource_name == deny.resource_name
 
 
 class AclFile:

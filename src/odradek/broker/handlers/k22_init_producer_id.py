@@ -22,12 +22,14 @@ Only the coordinator of the transactional id answers (the leader of its `__trans
 NOT_COORDINATOR elsewhere). Producer ids are unique in the cluster: a single node reserves blocks of them
 on disk, a cluster member reserves blocks in ZooKeeper (`/latest_producer_id_block`). If a block cannot be
 reserved → COORDINATOR_NOT_AVAILABLE, which clients retry.
+Authorization: a transactional id needs WRITE on it (TRANSACTIONAL_ID_AUTHORIZATION_FAILED); an idempotent
+producer IDEMPOTENT_WRITE on the cluster or WRITE on some topic (KIP-679; CLUSTER_AUTHORIZATION_FAILED).
 v6 (KIP-939 two-phase commit fields) is not advertised.
 """
 
 import logging
 
-from odradek.broker.authorizer import Operation as Op, ResourceType as Res
+from odradek.broker.authorizer import CLUSTER_NAME, Operation as Op, ResourceType as Res
 from odradek.broker.core import RequestContext
 from odradek.broker.registry import handler
 from odradek.protocol.api_keys import ApiKey
@@ -66,6 +68,10 @@ async def init_producer_id(ctx: RequestContext, request: dict) -> dict:
             return _error(error)
         return {"throttle_time_ms": 0, "error_code": ErrorCode.NONE, "producer_id": producer_id,
                 "producer_epoch": producer_epoch}
+    conn = ctx.connection
+    if not (ctx.allowed(Op.IDEMPOTENT_WRITE, Res.CLUSTER, CLUSTER_NAME)
+            or ctx.broker.authorizer.authorize_any(conn.principal, conn.peer_host, Op.WRITE, Res.TOPIC)):
+        return _error(ErrorCode.CLUSTER_AUTHORIZATION_FAILED)
     try:
         producer_id = await ctx.broker.producer_ids.allocate()
     except OSError as exc:  # the block reservation could not be written: retriable for the client
