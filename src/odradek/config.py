@@ -260,6 +260,11 @@ class BrokerConfig:
             "flush.messages": str(self.int("log.flush.interval.messages")),
             "flush.ms": str(flush_ms if flush_ms is not None else LONG_MAX),
             "min.insync.replicas": str(self.int("min.insync.replicas")),
+            "unclean.leader.election.enable": str(self.get("unclean.leader.election.enable")).lower(),
+            # Kafka 3.9's other topic configs, at its defaults: DescribeConfigs lists them and CreateTopics and
+            # AlterConfigs take them, as clients and tools expect; STORED_ONLY_TOPIC_CONFIGS says which of them
+            # odradek keeps without acting on
+            **KAFKA_TOPIC_DEFAULTS,
         }
 
 
@@ -273,11 +278,67 @@ def _topic_int(minimum: int) -> Callable[[str], bool]:
     return check
 
 
+# Kafka 3.9's topic configs that no broker property of odradek's sets, at Kafka's defaults.
+KAFKA_TOPIC_DEFAULTS: dict[str, str] = {
+    "compression.gzip.level": "-1",
+    "compression.lz4.level": "9",
+    "compression.zstd.level": "3",
+    "delete.retention.ms": "86400000",
+    "file.delete.delay.ms": "60000",
+    "follower.replication.throttled.replicas": "",
+    "leader.replication.throttled.replicas": "",
+    "local.retention.bytes": "-2",
+    "local.retention.ms": "-2",
+    "max.compaction.lag.ms": str(LONG_MAX),
+    "message.downconversion.enable": "true",
+    "message.format.version": "3.0-IV1",
+    "message.timestamp.after.max.ms": str(LONG_MAX),
+    "message.timestamp.before.max.ms": str(LONG_MAX),
+    "message.timestamp.difference.max.ms": str(LONG_MAX),
+    "min.cleanable.dirty.ratio": "0.5",
+    "min.compaction.lag.ms": "0",
+    "preallocate": "false",
+    "remote.log.copy.disable": "false",
+    "remote.log.delete.on.disable": "false",
+    "remote.storage.enable": "false",
+    "segment.jitter.ms": "0",
+}
+# Accepted and kept, with no effect on odradek (its storage has no cleaner, no tiers, no preallocation;
+# message.format.version is deprecated in Kafka 3.x, which ignores it too).
+STORED_ONLY_TOPIC_CONFIGS = frozenset({
+    "compression.gzip.level", "compression.lz4.level", "compression.zstd.level", "delete.retention.ms",
+    "file.delete.delay.ms", "local.retention.bytes", "local.retention.ms", "max.compaction.lag.ms",
+    "message.format.version", "min.cleanable.dirty.ratio", "min.compaction.lag.ms", "preallocate",
+    "remote.log.copy.disable", "remote.log.delete.on.disable", "segment.jitter.ms",
+})
+
+
+def _int_between(low: int, high: int) -> Callable[[str], bool]:
+    def check(value: str) -> bool:
+        try:
+            return low <= int(value) <= high
+        except ValueError:
+            return False
+
+    return check
+
+
 # Topic-level configs: name -> validator of the string value.
 TOPIC_CONFIGS: dict[str, Callable[[str], bool]] = {
     "cleanup.policy": lambda v: set(v.replace(" ", "").split(",")) <= {"delete", "compact"} and v != "",
     # Only "producer" is honoured: the broker stores batches as produced and never recompresses.
     "compression.type": lambda v: v == "producer",
+    "compression.gzip.level": lambda v: v == "-1" or _int_between(1, 9)(v),
+    "compression.lz4.level": _int_between(1, 17),
+    "compression.zstd.level": _int_between(-131072, 22),
+    "local.retention.bytes": _topic_int(-2),
+    "local.retention.ms": _topic_int(-2),
+    "segment.jitter.ms": _topic_int(0),
+    "message.format.version": lambda v: bool(v) and v[0].isdigit(),
+    # tiered storage is off in odradek, as on a Kafka broker without remote.log.storage.system.enable
+    "remote.storage.enable": lambda v: v == "false",
+    "remote.log.copy.disable": lambda v: v in ("true", "false"),
+    "remote.log.delete.on.disable": lambda v: v in ("true", "false"),
     "retention.ms": _topic_int(-1),
     "retention.bytes": _topic_int(-1),
     "segment.bytes": _topic_int(14),
@@ -378,6 +439,13 @@ TOPIC_CONFIG_TYPES: dict[str, int] = {
     "preallocate": CONFIG_TYPE_BOOLEAN,
     "unclean.leader.election.enable": CONFIG_TYPE_BOOLEAN,
     "message.downconversion.enable": CONFIG_TYPE_BOOLEAN,
+    "remote.storage.enable": CONFIG_TYPE_BOOLEAN,
+    "remote.log.copy.disable": CONFIG_TYPE_BOOLEAN,
+    "remote.log.delete.on.disable": CONFIG_TYPE_BOOLEAN,
+    "message.format.version": CONFIG_TYPE_STRING,
+    "compression.gzip.level": CONFIG_TYPE_INT,
+    "compression.lz4.level": CONFIG_TYPE_INT,
+    "compression.zstd.level": CONFIG_TYPE_INT,
     "leader.replication.throttled.replicas": CONFIG_TYPE_LIST,
     "follower.replication.throttled.replicas": CONFIG_TYPE_LIST,
 }  # every other topic config is a LONG

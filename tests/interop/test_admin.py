@@ -40,6 +40,40 @@ def test_describe_configs_reports_overrides_and_defaults(broker, topic_name):
 
 
 @pytest.mark.timeout(60)
+def test_describe_configs_lists_kafkas_whole_topic_config_set(broker, topic_name):
+    # message.format.version: deprecated, accepted by Kafka 3.9 with no effect, and so here
+    create_topic(broker.bootstrap, topic_name, config={"message.format.version": "2.8", "preallocate": "true"})
+    configs = topic_configs(broker.bootstrap, topic_name)
+    kafka_39 = {
+        "cleanup.policy", "compression.type", "compression.gzip.level", "compression.lz4.level",
+        "compression.zstd.level", "delete.retention.ms", "file.delete.delay.ms", "flush.messages", "flush.ms",
+        "follower.replication.throttled.replicas", "index.interval.bytes", "leader.replication.throttled.replicas",
+        "local.retention.bytes", "local.retention.ms", "max.compaction.lag.ms", "max.message.bytes",
+        "message.downconversion.enable", "message.format.version", "message.timestamp.after.max.ms",
+        "message.timestamp.before.max.ms", "message.timestamp.difference.max.ms", "message.timestamp.type",
+        "min.cleanable.dirty.ratio", "min.compaction.lag.ms", "min.insync.replicas", "preallocate",
+        "remote.log.copy.disable", "remote.log.delete.on.disable", "remote.storage.enable", "retention.bytes",
+        "retention.ms", "segment.bytes", "segment.index.bytes", "segment.jitter.ms", "segment.ms",
+        "unclean.leader.election.enable"}
+    assert set(configs) == kafka_39
+    assert (configs["message.format.version"].value, configs["message.format.version"].source) == ("2.8", 1)
+    assert (configs["delete.retention.ms"].value, configs["min.cleanable.dirty.ratio"].value) == ("86400000", "0.5")
+    assert configs["delete.retention.ms"].is_default and configs["unclean.leader.election.enable"].value == "false"
+
+
+@pytest.mark.timeout(60)
+def test_broker_passwords_are_never_described(broker_factory):
+    jaas = 'org.apache.kafka.common.security.plain.PlainLoginModule required user_alice="s3cret";'
+    b = broker_factory({"plain.sasl.jaas.config": jaas, "ssl.key.password": "k3y-pw"})
+    resource = ConfigResource(ResourceType.BROKER, "0")
+    client = admin(b.bootstrap)  # alive until its future is done
+    configs = client.describe_configs([resource])[resource].result(timeout=15)
+    for name in ("plain.sasl.jaas.config", "ssl.key.password"):
+        assert configs[name].is_sensitive and configs[name].value is None
+    assert configs["advertised.listeners"].value is not None
+
+
+@pytest.mark.timeout(60)
 def test_describe_configs_unknown_topic_fails(broker, topic_name):
     resource = ConfigResource(ResourceType.TOPIC, topic_name + "-missing")
     with pytest.raises(KafkaException):

@@ -3,7 +3,10 @@
 Resources: TOPIC (2) lists every topic config with its effective value — overrides as
 DYNAMIC_TOPIC_CONFIG (source 1), values set in server.properties/--set as STATIC_BROKER_CONFIG (4), the
 rest DEFAULT_CONFIG (5) — and, with `include_synonyms` (v1+), the broker property behind each default.
-BROKER (4) with this node's id (or "" for cluster defaults) lists the broker properties odradek knows.
+BROKER (4) with this node's id (or "" for cluster defaults) lists the broker properties odradek knows;
+passwords and JAAS configs (Kafka's PASSWORD type) are named with a null value and `is_sensitive`.
+A topic lists Kafka 3.9's whole topic config set, the ones odradek does not act on at Kafka's defaults
+(config.py KAFKA_TOPIC_DEFAULTS).
 `configuration_keys` filters by name. Unknown topic → UNKNOWN_TOPIC_OR_PARTITION; another node id or an
 unsupported resource type → INVALID_REQUEST. Config types are reported from v3.
 Gaps: no documentation strings (`include_documentation` returns null); BROKER_LOGGER (8) is not supported.
@@ -33,7 +36,33 @@ TOPIC_SYNONYMS = {
     "flush.messages": "log.flush.interval.messages",
     "flush.ms": "log.flush.interval.ms",
     "min.insync.replicas": "min.insync.replicas",
+    "unclean.leader.election.enable": "unclean.leader.election.enable",
+    # Kafka's broker properties behind the configs odradek keeps at Kafka's defaults (config.py)
+    "delete.retention.ms": "log.cleaner.delete.retention.ms",
+    "file.delete.delay.ms": "log.segment.delete.delay.ms",
+    "max.compaction.lag.ms": "log.cleaner.max.compaction.lag.ms",
+    "min.cleanable.dirty.ratio": "log.cleaner.min.cleanable.ratio",
+    "min.compaction.lag.ms": "log.cleaner.min.compaction.lag.ms",
+    "preallocate": "log.preallocate",
+    "segment.index.bytes": "log.index.size.max.bytes",
+    "segment.jitter.ms": "log.roll.jitter.ms",
+    "message.downconversion.enable": "log.message.downconversion.enable",
+    "message.format.version": "log.message.format.version",
+    "message.timestamp.after.max.ms": "log.message.timestamp.after.max.ms",
+    "message.timestamp.before.max.ms": "log.message.timestamp.before.max.ms",
+    "message.timestamp.difference.max.ms": "log.message.timestamp.difference.max.ms",
+    "local.retention.bytes": "log.local.retention.bytes",
+    "local.retention.ms": "log.local.retention.ms",
+    "compression.gzip.level": "compression.gzip.level",
+    "compression.lz4.level": "compression.lz4.level",
+    "compression.zstd.level": "compression.zstd.level",
 }
+CONFIG_TYPE_PASSWORD = 9
+
+
+def is_sensitive(name: str) -> bool:
+    """Kafka's PASSWORD configs: DescribeConfigs names them but never gives their values."""
+    return name.endswith("sasl.jaas.config") or name.endswith(".password")
 
 
 @handler(ApiKey.DESCRIBE_CONFIGS, 0, 4)
@@ -99,7 +128,10 @@ def _broker_configs(ctx: RequestContext, keys: list[str] | None) -> list[dict]:
         value = config.get(name)
         text = None if value is None else str(value).lower() if isinstance(value, bool) else str(value)
         source = SOURCE_STATIC_BROKER if name in config.raw else SOURCE_DEFAULT
-        out.append(_entry(name, text, source, 2, []))
+        if is_sensitive(name):
+            out.append({**_entry(name, None, source, CONFIG_TYPE_PASSWORD, []), "is_sensitive": True})
+        else:
+            out.append(_entry(name, text, source, 2, []))
     return out
 
 
