@@ -137,20 +137,15 @@ def test_java_client_certificate_is_its_principal(mtls, java_client):  # noqa: F
     bob_read = java_client.run("consume", bootstrap, topic, 0, RECORDS, 30000, client_config=bob)
     assert [line.split("\t")[2] for line in bob_read] == [java_value("", i) for i in range(RECORDS)]
 
-    # no client certificate: the handshake is refused and the client never gets in (today it sees its
-    # connections closed and gives up at max.block.ms, not knowing why: see the xfail test below)
+    # no client certificate: the handshake is refused, with the TLS alert that tells the client why
     anonymous = mtls.java_config("anonymous", **FAIL_FAST)
     stderr = refused(java_client, bootstrap, topic, anonymous)
-    assert "SslAuthenticationException" in stderr or "not present in metadata" in stderr, stderr[-4000:]
+    assert "SslAuthenticationException" in stderr, stderr[-4000:]
     assert high_watermark(mtls.as_admin, topic) == RECORDS  # neither Bob's nor the anonymous record written
     assert mtls.process.is_running()
 
 
 @pytest.mark.timeout(60)
-@pytest.mark.xfail(strict=True, raises=AssertionError, reason=(
-    "the broker closes a refused TLS connection without sending the TLS alert (asyncio's SSL transport drops "
-    "it), so the Java client sees a plain disconnect, retries, and times out instead of failing at once with "
-    "SslAuthenticationException as it does against Kafka, which flushes the alert"))
 def test_java_client_without_a_certificate_is_told_why(mtls, java_client):  # noqa: F811
     anonymous = mtls.java_config("anonymous", **FAIL_FAST)
     stderr = refused(java_client, mtls.bootstrap, mtls.topic, anonymous)

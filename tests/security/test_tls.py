@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import shutil
+import socket
 import ssl
 import subprocess
 import sys
@@ -162,6 +163,22 @@ def test_mutual_tls_refuses_a_client_without_a_certificate(tmp_path, ca, tls_bro
                                                "ssl.key.location": str(alice.key_file(tmp_path / "a.key"))})
     produce(with_cert, topic_name, 50)
     assert len(consume_keys(with_cert, topic_name, 50)) == 50
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("version, alert", [(ssl.TLSVersion.TLSv1_3, "CERTIFICATE_REQUIRED"),
+                                            (ssl.TLSVersion.TLSv1_2, "HANDSHAKE_FAILURE")])
+def test_a_refused_handshake_sends_its_alert(tmp_path, ca, tls_broker, version, alert):
+    """The client is told why (a TLS alert), not just disconnected, and the refusal is logged."""
+    broker, secure = tls_broker({"ssl.client.auth": "required"})
+    context = ssl.create_default_context(cafile=str(tmp_path / "ca.pem"))
+    context.minimum_version = context.maximum_version = version
+    with socket.create_connection(("127.0.0.1", secure), timeout=10) as raw:
+        with pytest.raises(ssl.SSLError, match=alert):
+            with context.wrap_socket(raw, server_hostname="127.0.0.1") as tls:
+                tls.sendall(b"\0\0\0\0")
+                tls.recv(1)
+    wait_until(lambda: "TLS handshake refused" in broker.log_tail(20_000), timeout=10, message="the refusal logged")
 
 
 @pytest.mark.timeout(120)

@@ -120,6 +120,31 @@ def _load_truststore(ctx: ssl.SSLContext, settings: TlsSettings, listener: str) 
             from None
 
 
+class AlertingSSLObject(ssl.SSLObject):
+    """An SSLObject whose failed handshake still sends its alert.
+
+    asyncio's and uvloop's TLS transports close the connection as soon as the handshake fails, dropping the
+    alert OpenSSL has just written (certificate_required, handshake_failure, ...): the client sees the
+    connection reset and retries, where against Kafka it is told why (the Java client raises
+    SslAuthenticationException). So a failure is first reported as "want read", on which both transports send
+    what OpenSSL wrote; the failure itself is raised at the next step, when the client answers the alert by
+    closing (or after the listener's handshake timeout).
+    """
+
+    def do_handshake(self) -> None:
+        failure = self.__dict__.get("_failure")
+        if failure is not None:
+            raise failure
+        try:
+            super().do_handshake()
+        except (ssl.SSLWantReadError, ssl.SSLWantWriteError):
+            raise
+        except ssl.SSLError as exc:
+            log.info("TLS handshake refused: %s", exc.reason or exc)
+            self._failure = exc
+            raise ssl.SSLWantReadError("the alert goes out first") from None
+
+
 class TlsListener:
     """The server side of one TLS listener: its context, and the files it was made from."""
 
@@ -137,6 +162,7 @@ class TlsListener:
 
     def _build(self) -> ssl.SSLContext:
         ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+        ctx.sslobject_class = AlertingSSLObject
         _apply_common(ctx, self.settings)
         _load_keystore(ctx, self.settings, self.listener)
         ctx.verify_mode = _CLIENT_AUTH[self.settings.client_auth]
