@@ -18,8 +18,8 @@ Byte layout of one batch (big-endian; the broker stores and serves it exactly as
     57      4     records_count
     61      ...   records (one compressed blob when the codec is not 0)
 
-Only the header is read on the produce path; the records themselves stay opaque bytes, so the cost of
-validating a batch does not grow with the number of records in it (the CRC is computed in C).
+This module reads only the header (and computes the CRC, in C); on the produce path codec.py's
+``check_records`` then reads every record, as Kafka's LogValidator does, and stores the batch as produced.
 """
 
 from __future__ import annotations
@@ -60,13 +60,14 @@ class InvalidRecordError(Exception):
 
 # Kafka error codes used here (kept local so records/ does not depend on protocol/).
 CORRUPT_MESSAGE = 2
+MESSAGE_TOO_LARGE = 10
 INVALID_RECORD = 87
 UNSUPPORTED_COMPRESSION_TYPE = 76
 
 
 class BatchTooLarge(InvalidRecordError):
     def __init__(self, size: int, limit: int) -> None:
-        super().__init__(10, f"batch of {size} bytes exceeds message.max.bytes {limit}")  # MESSAGE_TOO_LARGE
+        super().__init__(MESSAGE_TOO_LARGE, f"batch of {size} bytes exceeds message.max.bytes {limit}")
         self.size = size
         self.limit = limit
 

@@ -103,128 +103,314 @@ def varint_size(value: int) -> int:
 
 # -------------------------------------------------------------------------------------------- decoding
 
-def _read_bytes(buf: bytes, pos: int) -> tuple[bytes | None, int]:
-    length, pos = decode_varint(buf, pos)
-    if length < 0:
-        if length != -1:
-            raise InvalidRecordError(CORRUPT_MESSAGE, f"invalid length {length}")
-        return None, pos
-    end = pos + length
-    if end > len(buf):
-        raise InvalidRecordError(CORRUPT_MESSAGE, "record field overruns the batch")
-    return buf[pos:end], end
+_HIGH_BITS = bytes(b & 0x80 for b in range(256))  # bytes.translate table: keep only a byte's continuation bit
 
 
-def decode_records(header: BatchHeader, body: bytes) -> list[Record]:
-    """Decode ``header.records_count`` records from the (already decompressed) bytes after the header."""
+def check_records(body: bytes | bytearray | memoryview, count: int) -> None:
+    """Check that ``body`` (a batch's records, decompressed) is exactly ``count`` well-formed records.
+
+    The one definition of a valid record: the Produce check runs it on every batch (as Kafka's LogValidator
+    walks every record on append), and ``decode_records`` runs it before reading, so whatever Produce accepts
+    can be decoded for ListOffsets and Fetch down-conversion. A record is well-formed when its length is at
+    least 6 and fits the body, its varints are at most 10 bytes, key and value lengths are -1 (null) or fit,
+    its header count is not negative, each header key length is not negative and each header value length
+    is -1 or fits, and those fields end exactly where its length says. Attributes, timestamp and offset deltas
+    may hold any value; header keys any bytes (Kafka decodes them as UTF-8 with replacement).
+
+    Runs of records of one shape are crossed without a Python step per record. When a record is walked and
+    found valid with the same stride as the one before, it becomes a template (``_shape``): each of its bytes
+    is structure (length prefix, key and value lengths, header count and header lengths: must be equal), a
+    byte of its timestamp or offset delta (only its continuation bit must be equal: same width) or content
+    (attributes, keys, values: free). The next ``k`` records are then compared with it as strided byte
+    columns in C (``_same_shape``); each record up to the first that differs in any column has the
+    template's fields at the same places, so is valid by the walk's own rules, and the walk resumes at the
+    one that differs. ``k`` doubles while runs hold and after a break starts from twice what held. A
+    producer's batch of fixed-size values (every client's common case) costs a copy of the body and a
+    handful of C passes per run.
+    """
+    data = body if type(body) is bytes else bytes(body)  # slices of bytes are far cheaper than of views
+    end = len(data)
+    p = n = 0
+    prev_stride = stride = -1
+    shape = None  # of the last record walked, when it had the stride of the one before
+    run = 16
+    decode = decode_varint
+    try:
+        while n < count:
+            if shape is not None:
+                k = min(run, count - n, (end - p) // stride)
+                if k > 1:
+                    same = _same_shape(data, shape, p, stride, k)
+                    p += same * stride
+                    n += same
+                    if same == k:
+                        run = k * 2
+                        continue
+                    run = max(4, same * 2)
+                shape = None  # the next record has another shape: walk it
+            start = p
+            # Varints of one and two bytes are read inline: nearly every field of a record is one of them.
+            # The first byte's low bit is the zig-zag sign, so a length with it clear is not negative.
+            b = data[p]
+            if b < 0x80:
+                length = (b >> 1) ^ -(b & 1)
+                p += 1
+            elif data[p + 1] < 0x80:
+                v = (b & 0x7F) | (data[p + 1] << 7)
+                length = (v >> 1) ^ -(v & 1)
+                p += 2
+            else:
+                length, p = decode(data, p)
+            stop = p + length
+            if length < 6 or stop > end:  # attributes + four one-byte varints + header count at least
+                raise InvalidRecordError(CORRUPT_MESSAGE, f"record {n} has length {length}: does not fit the batch")
+            if data[p + 1] | data[p + 2] < 0x80:  # attributes, one-byte timestamp and offset deltas
+                p += 3
+            else:
+                p += 1
+                if data[p] < 0x80:  # timestamp delta
+                    p += 1
+                elif data[p + 1] < 0x80:
+                    p += 2
+                else:
+                    p = decode(data, p)[1]
+                if data[p] < 0x80:  # offset delta
+                    p += 1
+                elif data[p + 1] < 0x80:
+                    p += 2
+                else:
+                    p = decode(data, p)[1]
+            b = data[p]  # key length (the same code as the value's, unrolled)
+            if not b & 1:
+                if b < 0x80:
+                    p += 1 + (b >> 1)
+                elif data[p + 1] < 0x80:
+                    p += 2 + (((b & 0x7F) | (data[p + 1] << 7)) >> 1)
+                else:
+                    p = _past_bytes(data, p, n)
+            elif b == 1:  # null
+                p += 1
+            else:
+                p = _past_bytes(data, p, n)
+            b = data[p]  # value length
+            if not b & 1:
+                if b < 0x80:
+                    p += 1 + (b >> 1)
+                elif data[p + 1] < 0x80:
+                    p += 2 + (((b & 0x7F) | (data[p + 1] << 7)) >> 1)
+                else:
+                    p = _past_bytes(data, p, n)
+            elif b == 1:
+                p += 1
+            else:
+                p = _past_bytes(data, p, n)
+            b = data[p]  # header count
+            if b == 0:
+                p += 1
+            else:
+                if b < 0x80:
+                    headers = (b >> 1) ^ -(b & 1)
+                    p += 1
+                else:
+                    headers, p = decode(data, p)
+                if headers < 0 or headers > (stop - p) // 2:  # a header takes two bytes at least
+                    raise InvalidRecordError(CORRUPT_MESSAGE, f"record {n} has a header count of {headers}")
+                for _ in range(headers):
+                    b = data[p]  # key length: not null
+                    if b < 0x80 and not b & 1:
+                        p += 1 + (b >> 1)
+                    else:
+                        size, p = decode(data, p)
+                        if size < 0:
+                            raise InvalidRecordError(CORRUPT_MESSAGE, f"record {n} has a header key length of {size}")
+                        p += size
+                    b = data[p]  # value length
+                    if b < 0x80 and not b & 1:
+                        p += 1 + (b >> 1)
+                    elif b == 1:
+                        p += 1
+                    else:
+                        p = _past_bytes(data, p, n)
+            if p != stop:
+                raise InvalidRecordError(CORRUPT_MESSAGE, f"record {n}: length {length} disagrees with its fields")
+            n += 1
+            stride = stop - start
+            if stride == prev_stride and count - n >= 4:  # below that, walking is cheaper
+                shape = _shape(data, start)
+            prev_stride = stride
+    except IndexError:
+        raise InvalidRecordError(CORRUPT_MESSAGE, f"record {n} overruns the batch") from None
+    if p != end:
+        raise InvalidRecordError(CORRUPT_MESSAGE, f"{end - p} stray bytes after the last of {count} records")
+
+
+def _past_bytes(data: bytes, p: int, n: int) -> int:
+    """Past the length-prefixed key, value or header value at ``p`` of record ``n``: -1 is null, less is
+    invalid."""
+    size, p = decode_varint(data, p)
+    if size < -1:
+        raise InvalidRecordError(CORRUPT_MESSAGE, f"record {n} has a field of length {size}")
+    return p + size if size > 0 else p
+
+
+def _shape(data: bytes, start: int) -> tuple[list[tuple[int, bytes]], list[tuple[int, bytes]]]:
+    """The shape of the valid record at ``start``, for ``_same_shape``: (offset in the record, byte) of each
+    byte of structure, and (offset, continuation bit) of each byte of its timestamp and offset deltas.
+    (Plain loops: on the produce path, where a comprehension's frame costs more than its work.)"""
+    exact: list[tuple[int, bytes]] = []
+    varint: list[tuple[int, bytes]] = []
+    p = start
+    while True:  # length
+        b = data[p]
+        exact.append((p - start, data[p:p + 1]))
+        p += 1
+        if b < 0x80:
+            break
+    p += 1  # attributes
+    for _ in (0, 1):  # timestamp and offset deltas: only their widths
+        while True:
+            b = data[p]
+            varint.append((p - start, b"\x80" if b & 0x80 else b"\x00"))
+            p += 1
+            if b < 0x80:
+                break
+    i, fields = 0, 3  # key length, value length, header count, then a key and a value length per header
+    while i < fields:
+        q = p
+        while True:
+            b = data[p]
+            exact.append((p - start, data[p:p + 1]))
+            p += 1
+            if b < 0x80:
+                break
+        size = (b >> 1) ^ -(b & 1) if p - q == 1 else decode_varint(data, q)[0]
+        if i == 2:
+            fields += 2 * size
+        elif size > 0:
+            p += size
+        i += 1
+    return exact, varint
+
+
+def _same_shape(data: bytes, shape: tuple[list[tuple[int, bytes]], list[tuple[int, bytes]]], p: int, stride: int,
+                k: int) -> int:
+    """How many of the ``k`` records from ``p``, ``stride`` bytes apart, have ``shape`` one after the other
+    (``_shape`` of a valid record of that stride, ``check_records``): one strided slice per byte of structure,
+    the records up to the first that differs in any of them."""
+    exact, varint = shape
+    stop = p + k * stride  # data[p + j:stop:stride] is byte j of each of the k records
+    for j, b in exact:
+        rest = data[p + j:stop:stride].lstrip(b)  # from the first record that differs
+        if rest:
+            k -= len(rest)
+            if not k:
+                return 0
+            stop = p + k * stride
+    for j, bit in varint:
+        rest = data[p + j:stop:stride].translate(_HIGH_BITS).lstrip(bit)
+        if rest:
+            k -= len(rest)
+            if not k:
+                return 0
+            stop = p + k * stride
+    return k
+
+
+def _field(data: bytes, pos: int) -> tuple[bytes | None, int]:
+    """A length-prefixed field of a record ``check_records`` has passed: -1 is null."""
+    b = data[pos]
+    if b < 0x80:
+        if b & 1:
+            return None, pos + 1
+        size, pos = b >> 1, pos + 1
+    else:
+        size, pos = decode_varint(data, pos)
+        if size < 0:
+            return None, pos
+    return data[pos:pos + size], pos + size
+
+
+def decode_records(header: BatchHeader, body: bytes | bytearray | memoryview) -> list[Record]:
+    """Decode ``header.records_count`` records from the (already decompressed) bytes after the header.
+
+    ``check_records`` decides whether they are valid (InvalidRecordError otherwise); reading them after it
+    needs no checks of its own. Header keys are decoded as UTF-8 with replacement, as Kafka's Java reader
+    does, so no key is a reason to refuse a batch.
+    """
+    data = body if type(body) is bytes else bytes(body)
+    check_records(data, header.records_count)
     out: list[Record] = []
     pos = 0
     lat = header.max_timestamp if header.is_log_append_time else None
     for _ in range(header.records_count):
-        length, pos = decode_varint(body, pos)
-        end = pos + length
-        if length < 6 or end > len(body):  # attributes + 5 one-byte varints at least
-            raise InvalidRecordError(CORRUPT_MESSAGE, f"record length {length} does not fit the batch")
-        pos += 1  # attributes
-        ts_delta, pos = decode_varint(body, pos)
-        off_delta, pos = decode_varint(body, pos)
-        key, pos = _read_bytes(body, pos)
-        value, pos = _read_bytes(body, pos)
-        count, pos = decode_varint(body, pos)
-        if count < 0:
-            raise InvalidRecordError(CORRUPT_MESSAGE, f"negative header count {count}")
+        pos = decode_varint(data, pos)[1] + 1  # length, attributes
+        ts_delta, pos = decode_varint(data, pos)
+        off_delta, pos = decode_varint(data, pos)
+        key, pos = _field(data, pos)
+        value, pos = _field(data, pos)
+        count, pos = decode_varint(data, pos)
         headers: list[tuple[str, bytes | None]] = []
         for _ in range(count):
-            hkey, pos = _read_bytes(body, pos)
-            if hkey is None:
-                raise InvalidRecordError(CORRUPT_MESSAGE, "null header key")
-            hval, pos = _read_bytes(body, pos)
-            try:
-                headers.append((hkey.decode("utf-8"), hval))
-            except UnicodeDecodeError:
-                raise InvalidRecordError(CORRUPT_MESSAGE, "header key is not UTF-8") from None
-        if pos != end:
-            raise InvalidRecordError(CORRUPT_MESSAGE, f"record length {length} disagrees with its fields")
+            hkey, pos = _field(data, pos)
+            hval, pos = _field(data, pos)
+            headers.append((hkey.decode("utf-8", "replace"), hval))
         timestamp = lat if lat is not None else header.base_timestamp + ts_delta
         offset = header.base_offset + off_delta
         if not (_INT64_MIN <= timestamp <= _INT64_MAX and _INT64_MIN <= offset <= _INT64_MAX):
             timestamp, offset = _int64(timestamp), _int64(offset)  # a producer may write any delta
         out.append(Record(offset, timestamp, key, value, headers))
-    if pos != len(body):
-        raise InvalidRecordError(CORRUPT_MESSAGE, f"{len(body) - pos} stray bytes after the last record")
     return out
 
 
-def check_record_framing(buf: bytes | bytearray | memoryview, pos: int, header: BatchHeader) -> None:
-    """Check that exactly ``records_count`` records tile the batch body, as Kafka's validator does.
+def check_record_framing(buf: bytes | bytearray | memoryview, pos: int, header: BatchHeader,
+                         limit: int | None = None) -> int:
+    """Check every record of the batch at ``pos`` (``check_records``), as Kafka's validator does; return the
+    size of its records, decompressed.
 
-    Only the length prefix of each record is read, never its fields. A CRC only proves the producer's
-    bytes arrived intact; this proves they are records at all, so no consumer is ever served a batch it
-    cannot parse.
-
-    Runs of records of one size (fixed-width payloads; the offset delta widens the record by a byte at
-    record 64 and 8192) are crossed without a Python step per record: when a record has the same stride as
-    the one before, the next ``k`` prefixes are compared as strided byte columns in C; if all equal this
-    record's prefix, the ``k`` records tile their span. ``k`` doubles while runs hold and halves when one
-    breaks, so mixed sizes cost one integer comparison per record over the plain walk.
+    A CRC only proves the producer's bytes arrived intact; this proves they are records, so no consumer is
+    ever served a batch it cannot parse. A compressed body is decompressed first into at most ``limit`` bytes
+    (``compression.decompressed_limit`` of its size when None; MESSAGE_TOO_LARGE past it).
     """
-    body: bytes | memoryview = memoryview(buf)[pos + HEADER_SIZE:pos + header.size]
+    body = memoryview(buf)[pos + HEADER_SIZE:pos + header.size]
     if header.compression:
-        body = memoryview(_codecs.decompress(header.compression, body))
-    end = len(body)
-    count = header.records_count
-    p = n = 0
-    prev_stride = -1
-    run = 16
-    try:
-        while p < end and n < count:
-            b = body[p]
-            if b < 0x80:
-                length = (b >> 1) ^ -(b & 1)
-                q = p + 1
-            else:
-                b2 = body[p + 1]
-                if b2 < 0x80:  # two-byte prefix: records of 64 B to 8 KiB
-                    v = (b & 0x7F) | (b2 << 7)
-                    length = (v >> 1) ^ -(v & 1)
-                    q = p + 2
-                else:
-                    length, q = decode_varint(body, p)
-            if length < 6:  # attributes + four one-byte varints + header count at least
-                raise InvalidRecordError(CORRUPT_MESSAGE, f"record {n} has impossible length {length}")
-            stride = q - p + length
-            if stride == prev_stride:
-                k = min(run, count - n, (end - p) // stride)
-                if k > 1:
-                    stop = p + k * stride
-                    if all(body[j:stop:stride].tobytes() == bytes((body[j],)) * k for j in range(p, q)):
-                        p = stop
-                        n += k
-                        run = k * 2
-                        continue
-                    run = max(2, run // 2)
-            prev_stride = stride
-            p += stride
-            n += 1
-    except IndexError:
-        raise InvalidRecordError(CORRUPT_MESSAGE, "truncated varint") from None
-    if n != count or p != end:
-        raise InvalidRecordError(
-            CORRUPT_MESSAGE, f"batch declares {count} records but its body holds {n} ({p} of {end} bytes)")
+        if limit is None:
+            limit = _codecs.decompressed_limit(len(body))
+        body = _codecs.decompress(header.compression, body, limit=limit)
+    check_records(body, header.records_count)
+    return len(body)
 
 
-def validate_produced(buf: bytes | bytearray | memoryview, max_batch_bytes: int | None = None) -> list[tuple[int, BatchHeader]]:
-    """Everything a produced record set must pass: ``validate_v2`` (headers, CRCs, sizes) and record framing."""
+def validate_produced(buf: bytes | bytearray | memoryview, max_batch_bytes: int | None = None, *,
+                      decompressed_budget: int | None = None) -> list[tuple[int, BatchHeader]]:
+    """Everything a produced record set must pass: ``validate_v2`` (headers, CRCs, sizes), then every record
+    of every batch (``check_record_framing``).
+
+    Compressed batches may decompress to ``compression.decompressed_limit`` of their own size each, and all of
+    them to ``decompressed_limit`` of the record set's size together, so that many small batches are not many
+    floors' worth (one Produce request can carry thousands). A ``decompressed_budget`` given instead bounds
+    them alone (the batch up-converted from a legacy set: ``legacy.upconverted_budget``).
+    """
     batches = validate_v2(buf, max_batch_bytes)
+    own = decompressed_budget is None
+    budget = _codecs.decompressed_limit(len(buf), max_batch_bytes) if own else decompressed_budget
     for pos, header in batches:
-        check_record_framing(buf, pos, header)
+        if header.compression:
+            limit = budget
+            if own:
+                limit = min(limit, _codecs.decompressed_limit(header.size - HEADER_SIZE, max_batch_bytes))
+            budget -= check_record_framing(buf, pos, header, limit)
+        else:
+            check_record_framing(buf, pos, header)
     return batches
 
 
 def decode_batch(buf: bytes | bytearray | memoryview, pos: int = 0) -> tuple[BatchHeader, list[Record]]:
     """Decode the v2 batch at ``pos``: header plus records with absolute offsets and timestamps.
 
-    Decompresses as needed. Does not check the CRC (``validate_v2`` does that on the way in).
+    Decompresses as needed, into at most ``decompressed_limit`` of the batch with a floor of 64 MiB: stored
+    batches passed the Produce check with their topic's max.message.bytes as the floor, so this reads any of
+    them written with a max.message.bytes up to 64 MiB, and bounds what a bad old batch can cost.
+    Does not check the CRC (``validate_v2`` does that on the way in).
     """
     if len(buf) - pos < HEADER_SIZE or buf[pos + 16] != 2:
         raise InvalidRecordError(CORRUPT_MESSAGE, "not a complete v2 batch header")
@@ -232,7 +418,10 @@ def decode_batch(buf: bytes | bytearray | memoryview, pos: int = 0) -> tuple[Bat
     end = pos + header.size
     if header.size < HEADER_SIZE or end > len(buf):
         raise InvalidRecordError(CORRUPT_MESSAGE, f"batch length {header.batch_length} does not fit the buffer")
-    body = _codecs.decompress(header.compression, memoryview(buf)[pos + HEADER_SIZE:end])
+    body = memoryview(buf)[pos + HEADER_SIZE:end]
+    if header.compression:
+        limit = _codecs.decompressed_limit(len(body), _codecs.READ_FLOOR_BYTES)
+        body = _codecs.decompress(header.compression, body, limit=limit)
     return header, decode_records(header, body)
 
 

@@ -18,6 +18,8 @@ Inner offsets are absolute in v0 and relative (0..n-1, KIP-31) in v1, where the 
 absolute offset of the last inner message; since the broker assigns offsets anyway we only keep the order.
 For a v1 wrapper with the LogAppendTime bit, the wrapper timestamp applies to every inner message.
 Magic-0 LZ4 blobs come from old Java clients with a broken frame header checksum, which we repair.
+Wrappers are decompressed with a bound (compression.py): all of a produced set's wrappers together into at
+most ``decompressed_limit`` of the set's size, each into at most that of its own value.
 """
 
 from __future__ import annotations
@@ -56,11 +58,13 @@ def _read_len_bytes(buf, pos: int, end: int) -> tuple[bytes | None, int]:
     return bytes(buf[pos:pos + length]), pos + length
 
 
-def _parse(buf, out: list, top: list, inner: bool = False, lat: int | None = None) -> None:
+def _parse(buf, out: list, top: list, budget: list[int], max_batch_bytes: int | None,
+           inner: bool = False, lat: int | None = None) -> None:
     """Append (key, value, timestamp) of every message in ``buf`` to ``out``; recurse into wrappers.
 
     ``top`` collects (codec, is LogAppendTime) of top-level messages; ``lat`` is the LogAppendTime of
-    an enclosing v1 wrapper. Strict: a truncated trailing entry, a bad CRC or a bad size is corrupt.
+    an enclosing v1 wrapper; ``budget`` holds the bytes wrappers may still decompress to (one cell, used up
+    as they are). Strict: a truncated trailing entry, a bad CRC or a bad size is corrupt.
     """
     view = memoryview(buf)
     pos, total = 0, len(view)
@@ -92,9 +96,12 @@ def _parse(buf, out: list, top: list, inner: bool = False, lat: int | None = Non
                 raise InvalidRecordError(CORRUPT_MESSAGE, "nested compressed message")
             if value is None:
                 raise InvalidRecordError(CORRUPT_MESSAGE, "compressed wrapper message has a null value")
-            data = _codecs.decompress(codec, value, fix_lz4_hc=(magic == 0))
+            limit = min(budget[0], _codecs.decompressed_limit(len(value), max_batch_bytes))
+            data = _codecs.decompress(codec, value, limit=limit, fix_lz4_hc=(magic == 0))
+            budget[0] -= len(data)
             before = len(out)
-            _parse(data, out, top, True, timestamp if magic == 1 and attrs & TIMESTAMP_TYPE_BIT else None)
+            _parse(data, out, top, budget, max_batch_bytes, True,
+                   timestamp if magic == 1 and attrs & TIMESTAMP_TYPE_BIT else None)
             if len(out) == before:
                 raise InvalidRecordError(CORRUPT_MESSAGE, "compressed wrapper message holds no messages")
         else:
@@ -102,7 +109,8 @@ def _parse(buf, out: list, top: list, inner: bool = False, lat: int | None = Non
         pos = end
 
 
-def upconvert(buf: bytes | bytearray | memoryview, *, now_ms: int) -> bytearray:
+def upconvert(buf: bytes | bytearray | memoryview, *, now_ms: int,
+              max_batch_bytes: int | None = None) -> bytearray:
     """Turn a produced legacy MessageSet into ONE v2 batch (base offset 0, for the broker to assign).
 
     Records keep their order with offset deltas 0..n-1; timestamps are the v1 message timestamps, or -1
@@ -110,11 +118,13 @@ def upconvert(buf: bytes | bytearray | memoryview, *, now_ms: int) -> bytearray:
     first compressed wrapper (Kafka's ``compression.type=producer`` keeps the producer's codec), else
     left uncompressed. If a v1 message claims LogAppendTime the batch becomes a LogAppendTime batch
     stamped ``now_ms`` (the broker's clock, not the client's). Raises InvalidRecordError(CORRUPT_MESSAGE)
-    on any CRC, size or decompression problem, including a truncated trailing message.
+    on any CRC, size or decompression problem, including a truncated trailing message, and
+    MESSAGE_TOO_LARGE when wrappers decompress past their bound (``max_batch_bytes``: the topic's
+    max.message.bytes, the floor of ``compression.decompressed_limit``).
     """
     records: list[tuple] = []
     top: list[tuple[int, bool]] = []
-    _parse(buf, records, top)
+    _parse(buf, records, top, [_codecs.decompressed_limit(len(buf), max_batch_bytes)], max_batch_bytes)
     if not records:
         raise InvalidRecordError(CORRUPT_MESSAGE, "empty message set")
     codec = next((c for c, _ in top if c), 0)
@@ -122,6 +132,16 @@ def upconvert(buf: bytes | bytearray | memoryview, *, now_ms: int) -> bytearray:
     if log_append_time:
         records = [(k, v, h, now_ms) for k, v, h, _ in records]
     return bytearray(build_batch(records, compression=codec, timestamp_type=int(log_append_time)))
+
+
+def upconverted_budget(size: int, max_batch_bytes: int | None = None) -> int:
+    """What the v2 batch ``upconvert`` makes of a legacy set of ``size`` bytes may decompress to, for
+    ``validate_produced``: its records come from the set's uncompressed messages (at most ``size`` bytes) and
+    from what its wrappers decompressed to (at most ``decompressed_limit(size)``), and a v2 record takes at
+    most 32 bytes besides its key and value where a legacy message takes at least 26, so twice that is room
+    enough. The batch's own compression ratio, which our compressor chose, does not matter.
+    """
+    return 2 * (_codecs.decompressed_limit(size, max_batch_bytes) + size)
 
 
 def _encode_message(out: bytearray, magic: int, record: Record, log_append_time: bool) -> None:
@@ -148,6 +168,8 @@ def downconvert(v2_batches: bytes | bytearray | memoryview, magic: int, first_of
     batch is dropped, records below ``first_offset`` are skipped, headers are lost (no place for them).
     v1 messages carry the record timestamp (the batch max timestamp for LogAppendTime batches) and the
     timestamp type bit. Uncompressed output keeps this simple and lets old clients seek inside it.
+    A batch that cannot be decoded (bad old data) ends the output there, the batches before it served; when it
+    is the first to serve, InvalidRecordError is raised.
     """
     if magic not in (0, 1):
         raise ValueError(f"cannot down-convert to magic {magic}")
@@ -155,7 +177,12 @@ def downconvert(v2_batches: bytes | bytearray | memoryview, magic: int, first_of
     for pos, header in iter_batches(v2_batches):
         if header.is_control or header.last_offset < first_offset:
             continue
-        _, records = decode_batch(v2_batches, pos)
+        try:
+            _, records = decode_batch(v2_batches, pos)
+        except InvalidRecordError:
+            if out:
+                break  # the consumer's next fetch starts at this batch, and is refused
+            raise
         for record in records:
             if record.offset >= first_offset:
                 _encode_message(out, magic, record, header.is_log_append_time)

@@ -1,9 +1,12 @@
 """Produce (key 0), versions 0-11.
 
 Per partition: the record set is validated (records/batch.py: sizes, magic, CRC32C, offset deltas,
-`max.message.bytes` per batch) and appended as produced; the broker patches only base offset and
-partition leader epoch, both outside the CRC. A LogAppendTime topic also stamps max timestamp, which
-costs one CRC pass. Versions 0-2 carry legacy MessageSets (magic 0/1): they are up-converted to one v2
+`max.message.bytes` per batch; records/codec.py: every field of every record, as Kafka's LogValidator walks
+them, CORRUPT_MESSAGE otherwise) and appended as produced; the broker patches only base offset and
+partition leader epoch, both outside the CRC. A compressed batch is decompressed into a bounded buffer
+(records/compression.py): records past 64 times its compressed size or `max.message.bytes`, whichever is
+larger, → MESSAGE_TOO_LARGE (Kafka has no such bound; it streams). A LogAppendTime topic also stamps max
+timestamp, which costs one CRC pass. Versions 0-2 carry legacy MessageSets (magic 0/1): they are up-converted to one v2
 batch first (records/legacy.py); from v3 only magic 2 is accepted (INVALID_RECORD otherwise).
 
 Only the partition's leader appends (cluster/replica_manager.py): elsewhere NOT_LEADER_OR_FOLLOWER (from
@@ -200,13 +203,15 @@ def _check_or_error(records: bytes | memoryview, api_version: int, max_bytes: in
     Touches no broker state, so it may run on a worker thread."""
     try:
         magic = legacy.detect_magic(records)
+        budget = None  # what compressed batches may decompress to: validate_produced's own bound
         if magic == 2:
             buf = records if isinstance(records, memoryview) and not records.readonly else bytearray(records)
         elif api_version >= 3:
             raise InvalidRecordError(ErrorCode.INVALID_RECORD, f"Produce v{api_version} requires magic 2, got {magic}")
         else:
-            buf = legacy.upconvert(records, now_ms=now_ms())
-        batches = validate_produced(buf, max_bytes)
+            buf = legacy.upconvert(records, now_ms=now_ms(), max_batch_bytes=max_bytes)
+            budget = legacy.upconverted_budget(len(records), max_bytes)
+        batches = validate_produced(buf, max_bytes, decompressed_budget=budget)
         if any(header.is_control for _, header in batches):
             raise InvalidRecordError(ErrorCode.INVALID_RECORD, "control batches may not be produced")
     except InvalidRecordError as exc:

@@ -21,7 +21,8 @@ progress. A fetch from the middle of a batch returns the whole batch; clients sk
 their offset.
 
 v0-3 serve legacy MessageSets: stored v2 batches are down-converted (magic 0 for v0-1, magic 1 for v2-3),
-uncompressed. v13+ name topics by id (UNKNOWN_TOPIC_ID when unknown).
+uncompressed; up to a stored batch that cannot be decoded (CORRUPT_MESSAGE when it is the first).
+v13+ name topics by id (UNKNOWN_TOPIC_ID when unknown).
 Sessions (KIP-227, v7+; broker/fetch_sessions.py): a fetcher that asks for a session gets one, names only
 the partitions whose position changed in its later (incremental) fetches and is answered only the
 partitions with something new; FETCH_SESSION_ID_NOT_FOUND and INVALID_FETCH_SESSION_EPOCH otherwise.
@@ -53,7 +54,7 @@ from odradek.cluster.partition import ReplicationError
 from odradek.protocol.api_keys import ApiKey
 from odradek.protocol.errors import ErrorCode
 from odradek.records import legacy
-from odradek.records.batch import iter_batches
+from odradek.records.batch import InvalidRecordError, iter_batches
 from odradek.storage.log import OffsetOutOfRangeError
 from odradek.storage.segment import FileRegion
 
@@ -234,7 +235,12 @@ def _build(ctx: RequestContext, request: dict, wanted: list[Want]) -> tuple[list
         if read_committed:
             entry["aborted_transactions"] = _aborted(plog, want.fetch_offset, data, lso)
         if data and magic < 2:
-            data = legacy.downconvert(data, magic, want.fetch_offset)
+            try:
+                data = legacy.downconvert(data, magic, want.fetch_offset)
+            except InvalidRecordError:  # a stored batch that cannot be read (bad old data): this partition only
+                entry["error_code"] = ErrorCode.CORRUPT_MESSAGE
+                entries.append((want, entry))
+                continue
         entry["records"] = data
         size = sum(map(len, data)) if region_min is not None else len(data)
         total += size

@@ -11,7 +11,11 @@ its time index and the record is found inside it; none → offset -1, timestamp 
 v0 answers with `old_style_offsets` (one offset; `max_num_offsets` beyond 1 is not honoured).
 Isolation level (v2+): with read_committed, latest is the last stable offset (the first offset of the
 oldest open transaction, or the high watermark), and a timestamp lookup finds nothing at or past it.
+A stored batch that a timestamp lookup cannot decode (bad data on disk, say from before the Produce check
+read every record) answers CORRUPT_MESSAGE for its partition; the other partitions are answered as usual.
 """
+
+import logging
 
 from odradek.broker.authorizer import Operation as Op, ResourceType as Res
 from odradek.broker.core import RequestContext
@@ -19,8 +23,11 @@ from odradek.broker.registry import handler
 from odradek.cluster.partition import ReplicationError
 from odradek.protocol.api_keys import ApiKey
 from odradek.protocol.errors import ErrorCode
+from odradek.records.batch import InvalidRecordError
 from odradek.records.codec import record_timestamps
 from odradek.storage.log import PartitionLog
+
+log = logging.getLogger(__name__)
 
 LATEST, EARLIEST, MAX_TIMESTAMP, EARLIEST_LOCAL, LATEST_TIERED = -1, -2, -3, -4, -5
 
@@ -48,7 +55,14 @@ def list_offsets(ctx: RequestContext, request: dict) -> dict:
             if follower and part["timestamp"] == LATEST:
                 offset, timestamp = plog.log_end_offset, -1
             else:
-                offset, timestamp = lookup(plog, part["timestamp"], read_committed)
+                try:
+                    offset, timestamp = lookup(plog, part["timestamp"], read_committed)
+                except InvalidRecordError as exc:
+                    log.warning("ListOffsets of %s-%d: a stored batch cannot be read: %s",
+                                topic["name"], part["partition_index"], exc)
+                    partitions.append({"partition_index": part["partition_index"],
+                                       "error_code": ErrorCode.CORRUPT_MESSAGE})
+                    continue
             partitions.append({
                 "partition_index": part["partition_index"],
                 "error_code": 0,
