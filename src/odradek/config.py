@@ -154,6 +154,11 @@ BROKER_PROPERTIES: dict[str, Property] = {
         # SASL (net/sasl.py), also per listener: listener.name.<name>.sasl.enabled.mechanisms, ...
         Property("sasl.enabled.mechanisms", str, "GSSAPI"),
         Property("plain.sasl.jaas.config", str, ""),
+        # brokers logging in to each other on a SASL inter-broker listener (net/sasl_client.py): the mechanism,
+        # and the broker's own username="..." password="..." in listener.name.<name>.<mechanism>.sasl.jaas.config
+        Property("sasl.mechanism.inter.broker.protocol", str, "GSSAPI"),
+        Property("scram-sha-256.sasl.jaas.config", str, ""),
+        Property("scram-sha-512.sasl.jaas.config", str, ""),
         Property("connections.max.reauth.ms", _parse_int, 0, _at_least(0)),
         Property("connection.failed.authentication.delay.ms", _parse_int, 100, _at_least(0)),
         Property("sasl.oauthbearer.jwks.endpoint.url", str, ""),

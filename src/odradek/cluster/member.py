@@ -55,6 +55,7 @@ from odradek.cluster.zk import (BadVersionError, ConnectionLoss, NodeExistsError
 from odradek.cluster.zk_admin import ZkAdmin
 from odradek.net.listeners import ListenerSetup
 from odradek.net.sasl import SCRAM_MECHANISMS, ScramCredential
+from odradek.net.sasl_client import inter_broker_sasl
 from odradek.net.tls import client_context
 from odradek.protocol.api_keys import ApiKey
 from odradek.protocol.errors import ErrorCode
@@ -87,10 +88,12 @@ class ClusterMember:
         self.controller: Controller | None = None
         self.admin = ZkAdmin(self)
         self._endpoints: tuple[L.Endpoint, ...] = ()  # every advertised listener, registered in ZooKeeper
-        # other brokers are reached on the inter-broker listener, with TLS if it uses it
+        # other brokers are reached on the inter-broker listener, with TLS if it uses it, logged in to with
+        # SASL if it uses that (sasl.mechanism.inter.broker.protocol and the listener's JAAS username/password)
         inter_broker = broker.listeners.advertised_listener(broker.listeners.inter_broker)
         self.inter_broker_listener = inter_broker.name
         self.inter_broker_tls = client_context(config, inter_broker.name) if inter_broker.uses_tls else None
+        self.inter_broker_sasl = inter_broker_sasl(config, inter_broker)
         self._clients: dict[tuple[int, str], BrokerClient] = {}
         # addresses of leaders LeaderAndIsr named before UpdateMetadata listed them
         self._leader_addresses: dict[int, tuple[str, int]] = {}
@@ -154,9 +157,11 @@ class ClusterMember:
         cluster_id = await self._cluster_id()
         self.broker.metadata.cluster_id = cluster_id
         self._check_meta_properties(cluster_id)
-        await self._register()
+        # SCRAM users before the registration: once registered, the controller and the other brokers may log
+        # in to the inter-broker listener with them
         await self._load_scram_users()
         self.broker.scram.persist = self._store_scram_users
+        await self._register()
         await self._load_quotas()
         self.broker.quotas.persist = self._store_quotas
         for path in zk_acls.PATHS:
@@ -233,7 +238,7 @@ class ClusterMember:
 
     def _start_controller(self) -> None:
         controller = Controller(self.broker_id, self.zk, self.broker.config, self._controller_stopped,
-                                self.inter_broker_listener, self.inter_broker_tls)
+                                self.inter_broker_listener, self.inter_broker_tls, self.inter_broker_sasl)
         self.controller = controller
         controller.start()
 
@@ -644,7 +649,7 @@ class ClusterMember:
         if address is None:
             return None
         return BrokerClient(node_id, address[0], address[1], f"broker-{self.broker_id}-{purpose}",
-                            tls=self.inter_broker_tls)
+                            tls=self.inter_broker_tls, sasl=self.inter_broker_sasl)
 
     def client_for(self, node_id: int, purpose: str) -> BrokerClient | None:
         """A connection to ``node_id`` kept for one purpose (markers, verifications, ...)."""

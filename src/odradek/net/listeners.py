@@ -5,6 +5,11 @@
     listener.security.protocol.map=INTERNAL:PLAINTEXT,EXTERNAL:SSL      a listener name's security protocol
     inter.broker.listener.name=INTERNAL                                 the one brokers replicate over
 
+In cluster mode the inter-broker listener may use SASL (SASL_PLAINTEXT, SASL_SSL): brokers then log in to each
+other with `sasl.mechanism.inter.broker.protocol` (PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512) and the username and
+password of the listener's `listener.name.<listener>.<mechanism>.sasl.jaas.config` (net/sasl_client.py); a
+mechanism they cannot use, or credentials not given, refuse the start.
+
 A listener's name is its own (the map gives its protocol) or, without an entry in the map, must itself be a
 security protocol. Every broker registers each advertised listener (ZooKeeper `/brokers/ids/ID` carries
 them all), and a client is told the endpoints of the listener it came in on: a client on SSL learns the
@@ -21,6 +26,7 @@ import re
 from dataclasses import dataclass, replace
 
 from odradek.config import BrokerConfig, ConfigError
+from odradek.net.sasl_client import inter_broker_sasl
 
 SECURITY_PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
 # Kafka's SecurityProtocol ids, as UpdateMetadata carries them.
@@ -153,7 +159,9 @@ def listener_setup(config: BrokerConfig, listen: tuple[str, int] | None = None,
     else:
         wanted = str(config.get("security.inter.broker.protocol")).upper()
         inter_broker = next((n for n in names if n == wanted), names[0])
-    if config.get("zookeeper.connect") and next(b for b in bind if b.name == inter_broker).uses_sasl:
-        raise ConfigError(f"inter.broker.listener.name: {inter_broker} uses SASL, which brokers cannot log in to "
-                          "each other with yet; replicate over a PLAINTEXT or SSL listener")
+    inter_broker_listener = next(b for b in bind if b.name == inter_broker)
+    if config.get("zookeeper.connect") and inter_broker_listener.uses_sasl:
+        # checked now, so a broker that could not log in to the others refuses to start rather than joining
+        # a cluster it cannot replicate in (the settings themselves are built by cluster/member.py)
+        inter_broker_sasl(config, inter_broker_listener)
     return ListenerSetup(tuple(bind), advertised, inter_broker)

@@ -41,6 +41,7 @@ if TYPE_CHECKING:
     import ssl
 
     from odradek.config import BrokerConfig
+    from odradek.net.sasl_client import SaslClientSettings
 
 log = logging.getLogger(__name__)
 
@@ -51,7 +52,7 @@ Event = Callable[[], Awaitable[None]]
 class Controller:
     def __init__(self, broker_id: int, zk: ZkClient, config: "BrokerConfig",
                  on_stop: Callable[["Controller"], None], listener: str = "PLAINTEXT",
-                 tls: "ssl.SSLContext | None" = None) -> None:
+                 tls: "ssl.SSLContext | None" = None, sasl: "SaslClientSettings | None" = None) -> None:
         self.broker_id = broker_id
         self.zk = zk
         self.config = config
@@ -59,7 +60,7 @@ class Controller:
         self.store = PartitionStateStore(zk, self.ctx)
         self.listener = listener
         self.channel = ControllerChannel(broker_id, config.int("controller.socket.timeout.ms") / 1000.0, listener,
-                                         tls)
+                                         tls, sasl)
         self._queue: asyncio.Queue[Event] = asyncio.Queue()
         self._on_stop = on_stop
         self.active = False

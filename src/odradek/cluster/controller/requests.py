@@ -25,6 +25,7 @@ from odradek.cluster.broker_client import BrokerClient, BrokerUnavailable
 from odradek.cluster.controller.context import ControllerContext
 from odradek.cluster.zk_layout import BrokerRegistration
 from odradek.net.listeners import SECURITY_PROTOCOL_IDS
+from odradek.net.sasl_client import SaslClientSettings
 from odradek.protocol.api_keys import ApiKey
 
 log = logging.getLogger(__name__)
@@ -46,11 +47,12 @@ class _Request:
 
 class ControllerChannel:
     def __init__(self, controller_id: int, timeout_s: float, listener: str = "PLAINTEXT",
-                 tls: ssl.SSLContext | None = None) -> None:
+                 tls: ssl.SSLContext | None = None, sasl: SaslClientSettings | None = None) -> None:
         self.controller_id = controller_id
         self.timeout_s = timeout_s
         self.listener = listener  # inter.broker.listener.name: the brokers are reached on this one
         self.tls = tls
+        self.sasl = sasl  # the listener uses SASL: the controller logs in as this broker's inter-broker user
         self._clients: dict[int, BrokerClient] = {}
         self._queues: dict[int, asyncio.Queue[_Request]] = {}
         self._senders: dict[int, asyncio.Task] = {}
@@ -67,7 +69,8 @@ class ControllerChannel:
             client.retarget(endpoint.host, endpoint.port)
             return
         self._clients[reg.broker_id] = BrokerClient(reg.broker_id, endpoint.host, endpoint.port,
-                                                    f"controller-{self.controller_id}", tls=self.tls)
+                                                    f"controller-{self.controller_id}", tls=self.tls,
+                                                    sasl=self.sasl)
         queue: asyncio.Queue[_Request] = asyncio.Queue()
         self._queues[reg.broker_id] = queue
         self._senders[reg.broker_id] = asyncio.ensure_future(self._send_loop(reg.broker_id, queue))
