@@ -21,7 +21,7 @@ from odradek.broker.scram_store import ScramFile
 from odradek.cluster.admin import AdminError, check_assignment
 from odradek.cluster.metadata import BrokerInfo, PartitionInfo
 from odradek.cluster.replica_manager import PartitionStateChange
-from odradek.cluster.topics import Topic, TopicRegistry
+from odradek.cluster.topics import Topic, TopicRegistry, new_topic_id
 from odradek.coordinator import internal_topics
 from odradek.coordinator.producer_ids import ProducerIdManager
 from odradek.net.listeners import ListenerSetup
@@ -127,7 +127,7 @@ class LocalController:
             raise AdminError(ErrorCode.TOPIC_ALREADY_EXISTS, f"Topic '{name}' already exists.")
         self._check_replicas(replication_factor, list((assignments or {}).values()))
         if validate_only:
-            return Topic(name, bytes(16), partitions, dict(configs))
+            return Topic(name, new_topic_id(), partitions, dict(configs))
         return self.create_topic_now(name, partitions, configs)
 
     def create_topic_now(self, name: str, partitions: int, configs: dict[str, str]) -> Topic:

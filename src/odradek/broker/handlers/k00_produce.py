@@ -251,13 +251,18 @@ def _append(ctx: RequestContext, topic_name: str, index: int, records, acks: int
         appended = partition.append_as_leader(buf, batches)
     except ProducerStateError as exc:
         log.debug("produce to %s-%d refused: %s", topic_name, index, exc)
-        return _result(index, _PRODUCER_ERRORS[type(exc)], str(exc))
+        # Kafka names the log start with an idempotent producer's refusal, not a transactional one's (refused
+        # before the log, by its transaction verification)
+        transactional = any(header.is_transactional for _, header in batches)
+        return _result(index, _PRODUCER_ERRORS[type(exc)], str(exc),
+                       log_start_offset=-1 if transactional else partition.log.log_start_offset)
     except OSError as exc:
         log.error("append to %s-%d failed: %s", topic_name, index, exc)
         return _result(index, ErrorCode.KAFKA_STORAGE_ERROR, str(exc))
     if appended.duplicate:
-        # the retry of a stored batch: answer as the original was answered
-        append_time = appended.first_batch_max_timestamp if log_append else -1
+        # the retry of a stored batch: Kafka answers with the stored batch's max timestamp, whatever the
+        # topic's timestamp type
+        append_time = appended.first_batch_max_timestamp
     result = _result(index, ErrorCode.NONE, None, appended.base_offset, append_time, plog.log_start_offset)
     committed = partition.when_committed(appended.last_offset + 1, min_isr) if acks == -1 else None
     wait = durable_and_committed(appended.durable, committed)

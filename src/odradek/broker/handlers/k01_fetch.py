@@ -228,9 +228,8 @@ def _build(ctx: RequestContext, request: dict, wanted: list[Want]) -> tuple[list
         try:
             data = plog.read(want.fetch_offset, max(limit, 0), min_one_batch=(total == 0),
                              max_offset=upper, region_min_bytes=region_min)
-        except OffsetOutOfRangeError:
-            entry["error_code"] = ErrorCode.OFFSET_OUT_OF_RANGE
-            entries.append((want, entry))
+        except OffsetOutOfRangeError:  # answered without offsets or transactions, as Kafka does
+            entries.append((want, {**_partition(index, ErrorCode.OFFSET_OUT_OF_RANGE), "aborted_transactions": None}))
             continue
         if read_committed:
             entry["aborted_transactions"] = _aborted(plog, want.fetch_offset, data, lso)
@@ -276,7 +275,7 @@ def _partition(index: int, error: int, high_watermark: int = -1, log_start_offse
         "high_watermark": high_watermark,
         "last_stable_offset": last_stable_offset,
         "log_start_offset": log_start_offset,
-        "aborted_transactions": None,
+        "aborted_transactions": [] if error else None,  # Kafka's empty list on a refused partition
         "preferred_read_replica": -1,
         "records": b"",
     }

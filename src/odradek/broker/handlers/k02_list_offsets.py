@@ -69,7 +69,7 @@ def list_offsets(ctx: RequestContext, request: dict) -> dict:
                 "old_style_offsets": [offset] if offset >= 0 else [],
                 "timestamp": timestamp,
                 "offset": offset,
-                "leader_epoch": partition.leader_epoch,
+                "leader_epoch": partition.leader_epoch if offset >= 0 else -1,  # nothing found: none, as Kafka
             })
         topics.append({"name": topic["name"], "partitions": partitions})
     return {"throttle_time_ms": 0, "topics": topics}

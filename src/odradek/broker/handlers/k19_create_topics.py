@@ -1,6 +1,6 @@
 """CreateTopics (key 19), versions 0-7.
 
-Per topic: name rules (INVALID_TOPIC_EXCEPTION), duplicates within one request (INVALID_REQUEST), existing
+Per topic: name rules (INVALID_TOPIC_EXCEPTION), a name given twice in one request (INVALID_REQUEST, answered once), existing
 topic (TOPIC_ALREADY_EXISTS), partition count (INVALID_PARTITIONS; -1 means `num.partitions`, v4+),
 replication factor (INVALID_REPLICATION_FACTOR when larger than the live brokers — a single node holds
 only 1 replica; -1 means `default.replication.factor`), explicit assignments (partitions 0..n-1 on
@@ -40,14 +40,15 @@ async def create_topics(ctx: RequestContext, request: dict) -> dict:
         return {"throttle_time_ms": 0, "topics": [_error(n, exc.error_code, exc.message) for n in names]}
     for topic in request["topics"]:
         if topic["name"] in duplicates:
-            results.append(_error(topic["name"], ErrorCode.INVALID_REQUEST, "Duplicate topic name in request"))
+            if all(r["name"] != topic["name"] for r in results):  # answered once, as Kafka does
+                results.append(_error(topic["name"], ErrorCode.INVALID_REQUEST, "Duplicate topic name."))
         else:
             results.append(await _create_one(ctx, topic, request["validate_only"], request["timeout_ms"]))
     return {"throttle_time_ms": 0, "topics": results}
 
 
 def _error(name: str, code: int, message: str) -> dict:
-    return {"name": name, "error_code": code, "error_message": message, "configs": None}
+    return {"name": name, "error_code": code, "error_message": message, "configs": []}
 
 
 async def _create_one(ctx: RequestContext, topic: dict, validate_only: bool, timeout_ms: int) -> dict:

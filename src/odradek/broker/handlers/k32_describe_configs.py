@@ -58,6 +58,21 @@ TOPIC_SYNONYMS = {
     "compression.zstd.level": "compression.zstd.level",
 }
 CONFIG_TYPE_PASSWORD = 9
+# Of the broker properties odradek lists, those Kafka can change at run time (its "per-broker" and
+# "cluster-wide" update modes): DescribeConfigs reports every other one read-only, as Kafka does. odradek
+# itself changes only the replication throttles at run time (topic_configs.py).
+KAFKA_DYNAMIC_BROKER_CONFIGS = frozenset({
+    "advertised.listeners", "listeners", "listener.security.protocol.map", "compression.type",
+    "log.cleanup.policy", "log.flush.interval.messages", "log.flush.interval.ms", "log.index.interval.bytes",
+    "log.message.timestamp.type", "log.retention.bytes", "log.retention.ms", "log.roll.ms", "log.segment.bytes",
+    "max.connections", "max.connections.per.ip", "max.connections.per.ip.overrides", "message.max.bytes",
+    "min.insync.replicas", "unclean.leader.election.enable", "producer.id.expiration.ms",
+    "sasl.enabled.mechanisms", "sasl.mechanism.inter.broker.protocol", "plain.sasl.jaas.config",
+    "scram-sha-256.sasl.jaas.config", "scram-sha-512.sasl.jaas.config", "ssl.keystore.location",
+    "ssl.keystore.type", "ssl.key.password", "ssl.truststore.location", "ssl.truststore.type", "ssl.client.auth",
+    "ssl.cipher.suites", "ssl.enabled.protocols", "ssl.endpoint.identification.algorithm",
+    "leader.replication.throttled.rate", "follower.replication.throttled.rate",
+})
 
 
 def is_sensitive(name: str) -> bool:
@@ -129,9 +144,11 @@ def _broker_configs(ctx: RequestContext, keys: list[str] | None) -> list[dict]:
         text = None if value is None else str(value).lower() if isinstance(value, bool) else str(value)
         source = SOURCE_STATIC_BROKER if name in config.raw else SOURCE_DEFAULT
         if is_sensitive(name):
-            out.append({**_entry(name, None, source, CONFIG_TYPE_PASSWORD, []), "is_sensitive": True})
+            entry = {**_entry(name, None, source, CONFIG_TYPE_PASSWORD, []), "is_sensitive": True}
         else:
-            out.append(_entry(name, text, source, 2, []))
+            entry = _entry(name, text, source, 2, [])
+        entry["read_only"] = name not in KAFKA_DYNAMIC_BROKER_CONFIGS
+        out.append(entry)
     return out
 
 

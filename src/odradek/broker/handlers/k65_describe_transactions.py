@@ -20,8 +20,8 @@ def _describe(ctx: RequestContext, txn_id: str) -> dict:
     if m is None:
         error = ErrorCode.TRANSACTIONAL_ID_NOT_FOUND if coordinator.owns(txn_id) else ErrorCode.NOT_COORDINATOR
         return {"error_code": error, "transactional_id": txn_id,
-                "transaction_state": "", "transaction_timeout_ms": 0, "transaction_start_time_ms": -1,
-                "producer_id": -1, "producer_epoch": -1, "topics": []}
+                "transaction_state": "", "transaction_timeout_ms": 0, "transaction_start_time_ms": 0,
+                "producer_id": 0, "producer_epoch": 0, "topics": []}
     by_topic: dict[str, list[int]] = {}
     for topic, partition in sorted(m.partitions):
         by_topic.setdefault(topic, []).append(partition)
