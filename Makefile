@@ -5,7 +5,7 @@ PY := $(VENV)/bin/python
 VENV_STAMP := $(VENV)/.odradek-installed
 SYSTEM_STAMP := $(VENV)/.odradek-system-deps
 
-.PHONY: install venv bytecode system-deps run cluster test compat unit bench bench-spark pipeline clean
+.PHONY: install venv bytecode system-deps reference run cluster test compat unit bench bench-spark pipeline clean
 
 install: venv system-deps
 
@@ -30,6 +30,14 @@ $(SYSTEM_STAMP): tools/install-system-deps.sh | $(VENV_STAMP)
 	bash tools/install-system-deps.sh
 	touch $@
 
+# Apache Kafka, the reference broker of the differential tests (tests/reference), from Maven Central into a
+# cache outside the repository (reference/install.sh; instant once installed). A failed install warns and
+# lets `make test` go on: the tests that need Kafka then skip with the reason.
+ODRADEK_REFERENCE_DIR ?= $(HOME)/.cache/odradek/reference
+export ODRADEK_REFERENCE_DIR
+reference:
+	bash reference/install.sh
+
 run: venv bytecode
 	$(VENV)/bin/odradek serve --listen 127.0.0.1:9092 --data-dir ./data
 
@@ -38,7 +46,7 @@ cluster: venv bytecode system-deps
 	$(VENV)/bin/odradek cluster run --brokers 3 --base-port 9092 --data-dir ./data/cluster
 
 # The JUnit report feeds docs/compatibility.md: `make compat` after a test run.
-test: install bytecode
+test: install reference bytecode
 	$(PY) -m pytest -q --junitxml=build/junit.xml
 
 compat: venv

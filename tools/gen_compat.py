@@ -48,6 +48,13 @@ SUITES = {
     "test_coordinator_failover": ("cluster faults: group and transaction coordinators killed", None),
     "test_partition_errors": ("cluster partition errors: leader hints (KIP-951), leader epochs, offline partitions", None),
     "test_cluster_admin": ("cluster admin: topics, partitions, configs, elections", None),
+    "test_differential": ("the same requests to Apache Kafka 4.4 and odradek, answers compared (docs/reference.md)", None),
+    "test_quotas": ("client quotas: Java Admin, odradek quotas, throttled producer and consumer", None),
+    "test_client_matrix": ("confluent-kafka, kafka-python, aiokafka, kcat, Java over SCRAM-SHA-512, PLAIN, mTLS", None),
+    "test_acl_every_api": ("every protected API as an unauthorised principal and as a super user", None),
+    "test_java_security": ("Java client: mutual TLS, OAUTHBEARER (OIDC client credentials)", None),
+    "test_cluster_quotas": ("client quotas in ZooKeeper, on every broker", None),
+    "test_cluster_sasl_inter_broker": ("brokers logging in to each other: PLAIN, SCRAM-SHA-512 over SASL_SSL", None),
     "test_controller_store": ("controller state writes fenced by epoch, on a real ZooKeeper", None),
     "test_zookeeper_server": ("ZooKeeper server tooling", None),
     "test_cluster_describe": ("odradek cluster describe", None),
@@ -110,6 +117,13 @@ def version_of(dist: str | None) -> str:
         return "?"
 
 
+def known_differences() -> list:
+    sys.path.insert(0, str(ROOT))
+    from tests.reference.known import KNOWN
+
+    return KNOWN
+
+
 def render(junit: Path | None) -> str:
     load_handlers()
     lines = [
@@ -136,6 +150,11 @@ def render(junit: Path | None) -> str:
     missing = [k for k in ROADMAP if k not in HANDLERS]
     if missing:
         lines += ["Not implemented yet (not advertised): " + ", ".join(f"{ApiKey(k).name} ({k})" for k in missing) + "."]
+    lines += ["", "## Apache Kafka as the reference", "",
+              "`tests/reference` sends the same requests to Apache Kafka 4.4 (installed by `make reference`) and to",
+              "odradek and compares the answers field by field (docs/reference.md). Deliberate differences, each",
+              "with its reason (tests/reference/known.py):", ""]
+    lines += [f"- {'every scenario' if k.scenarios == '*' else k.scenarios}: {k.reason}" for k in known_differences()]
     lines += ["", "## Test suites", ""]
     if junit is None or not junit.exists():
         lines.append("No test report given; run with `--junit` to fill this table.")

@@ -5,6 +5,7 @@
 set -euo pipefail
 missing=()
 command -v kcat >/dev/null 2>&1 || missing+=(kcat)
+command -v mvn >/dev/null 2>&1 || missing+=(maven)  # make reference: Apache Kafka from Maven Central
 command -v javac >/dev/null 2>&1 || missing+=(default-jdk-headless)
 [ -f /usr/share/java/zookeeper.jar ] || missing+=(zookeeper)
 command -v ip >/dev/null 2>&1 || missing+=(iproute2)

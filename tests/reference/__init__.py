@@ -1,0 +1,1 @@
+"""Differential conformance tests: the same requests to Apache Kafka (the reference) and to odradek."""

@@ -1,0 +1,85 @@
+"""Fixtures of the differential tests: Apache Kafka, the reference (one per session), and an odradek broker.
+
+Kafka comes from `make reference` (reference/install.sh; a cache outside the repository) and is started by
+reference/kafka.py, loaded here by path under its own module name. Without an install or without Java the
+tests skip with the reason; under CI (`CI` set) that is a failure, except when the install could not reach
+Maven's repository (the install script records so in its marker file).
+
+With ODRADEK_DIFFERENTIAL_REPORT=PATH every outcome is appended to PATH as a JSON line (report.py uses it),
+and so is Kafka's start time.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import shutil
+import sys
+from pathlib import Path
+from types import ModuleType
+from typing import Iterator
+
+import pytest
+
+from tests.conftest import BrokerProcess
+
+LAUNCHER = Path(__file__).resolve().parents[2] / "reference" / "kafka.py"
+# The settings reference/kafka.py gives Kafka that odradek knows, given to odradek too: the same values, and
+# both brokers then report them as static broker configs.
+ODRADEK_SETTINGS = {"num.partitions": "1", "auto.create.topics.enable": "true", "group.initial.rebalance.delay.ms": "0",
+                    "offsets.topic.replication.factor": "1", "transaction.state.log.replication.factor": "1",
+                    "transaction.state.log.min.isr": "1"}
+
+
+def load_launcher() -> ModuleType:
+    name = "odradek_reference_kafka"
+    if name not in sys.modules:
+        spec = importlib.util.spec_from_file_location(name, LAUNCHER)
+        assert spec is not None and spec.loader is not None
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[name] = module
+        spec.loader.exec_module(module)
+    return sys.modules[name]
+
+
+def _unavailable(reason: str, unreachable: bool = False) -> None:
+    if os.environ.get("CI") and not unreachable:
+        pytest.fail(f"the Kafka reference must run in CI: {reason}")
+    pytest.skip(reason)
+
+
+def report_line(record: dict) -> None:
+    path = os.environ.get("ODRADEK_DIFFERENTIAL_REPORT")
+    if path:
+        with open(path, "a") as f:
+            f.write(json.dumps(record) + "\n")
+
+
+@pytest.fixture(scope="session")
+def kafka_reference() -> Iterator:
+    """Apache Kafka as a single-node KRaft broker on a free loopback port, for the whole session."""
+    ref = load_launcher()
+    status = ref.install_status()
+    if not status.installed:
+        _unavailable(status.reason, status.unreachable)
+    if shutil.which("java") is None:
+        _unavailable("java not found (tools/install-system-deps.sh installs a JDK)")
+    kafka = ref.KafkaReference(status.libs)
+    try:
+        kafka.start()
+    except RuntimeError as exc:
+        kafka.stop()
+        pytest.fail(f"Apache Kafka {ref.kafka_version()} did not start: {exc}")
+    report_line({"kafka_version": ref.kafka_version(), "kafka_start_seconds": round(kafka.start_seconds, 2),
+                 "kafka_format_seconds": round(kafka.format_seconds, 2)})
+    yield kafka
+    kafka.stop()
+
+
+@pytest.fixture(scope="module")
+def odradek(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
+    broker = BrokerProcess(tmp_path_factory.mktemp("odradek-reference") / "data", ODRADEK_SETTINGS)
+    broker.start()
+    yield broker
+    broker.stop()

@@ -1,0 +1,53 @@
+"""Differences from Apache Kafka that odradek keeps on purpose, each with its reason (docs/compatibility.md
+lists them). A difference a scenario shows is deliberate when its scenario and its path (the scenario's own
+topic name written T) match an entry here; a scenario whose only differences are deliberate passes, and the
+report counts them apart. Anything else that differs fails its scenario."""
+
+from __future__ import annotations
+
+import fnmatch
+import re
+from dataclasses import dataclass
+
+# Kafka 4.x dropped three topic configs of 3.9 and added four; odradek lists 3.9's set
+_TOPIC_CONFIG_SET_4X = (r"configs(\[name=|\.)(errors\.deadletterqueue\.group\.enable|max\.decompressed\.message\.bytes|"
+                        r"remote\.copy\.lag\.bytes|remote\.copy\.lag\.ms|message\.downconversion\.enable|"
+                        r"message\.format\.version|message\.timestamp\.difference\.max\.ms)\]?$")
+
+
+@dataclass(frozen=True)
+class Known:
+    scenarios: str  # a glob over scenario ids
+    path: str  # a regular expression searched in the difference's path
+    reason: str
+
+    def covers(self, scenario: str, path: str) -> bool:
+        return fnmatch.fnmatchcase(scenario, self.scenarios) and re.search(self.path, path) is not None
+
+
+KNOWN = [
+    Known("metadata-unknown-topic-auto-create", r".", "a single node creates an auto-created topic before it "
+          "answers, so the first Metadata lists it ready; Kafka's controller creates it asynchronously and answers "
+          "UNKNOWN_TOPIC_OR_PARTITION first (clients ask again either way)"),
+    Known("*", _TOPIC_CONFIG_SET_4X, "odradek lists Kafka 3.9's topic configs, the release whose API versions it "
+          "advertises; Kafka 4 dropped message.downconversion.enable, message.format.version and "
+          "message.timestamp.difference.max.ms and added four configs of features odradek does not have"),
+    Known("*", r"configs(\[name=|\.)message\.timestamp\.after\.max\.ms\]?\.value$", "Kafka 4 changed the default "
+          "from Long.MAX_VALUE to one hour (KIP-937); odradek keeps 3.9's"),
+    Known("*", r"min\.insync\.replicas\]?\.config_source$", "the reference's storage format records "
+          "min.insync.replicas as a cluster-wide dynamic config (source 3); odradek's is the static default (5)"),
+    Known("offset-commit-unknown-group-with-member", r"error_code$", "3.9's classic group coordinator answers "
+          "ILLEGAL_GENERATION to a commit with a generation for a group that does not exist; Kafka 4's new "
+          "coordinator answers GROUP_ID_NOT_FOUND"),
+    Known("produce-transactional-without-add-partitions", r".", "KIP-890 verification (Kafka 4 refuses a "
+          "transactional write to a partition not added to the transaction) is not implemented yet: it belongs "
+          "to transactions v2"),
+]
+
+
+def deliberate(scenario: str, path: str) -> str | None:
+    """The reason a difference at ``path`` is deliberate, or None."""
+    for known in KNOWN:
+        if known.covers(scenario, path):
+            return known.reason
+    return None
