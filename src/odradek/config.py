@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
+from odradek.records.compression import COMPRESSION_TYPES
 from odradek.storage.config import LogConfig
 
 log = logging.getLogger(__name__)
@@ -88,7 +89,7 @@ BROKER_PROPERTIES: dict[str, Property] = {
         Property("log.message.timestamp.type", str, "CreateTime", lambda v: v in ("CreateTime", "LogAppendTime")),
         Property("log.cleanup.policy", str, "delete"),
         Property("min.insync.replicas", _parse_int, 1, _at_least(1)),
-        Property("compression.type", str, "producer"),
+        Property("compression.type", str, "producer", lambda v: v == "producer" or v in COMPRESSION_TYPES),
         Property("group.min.session.timeout.ms", _parse_int, 6000, _at_least(1)),
         Property("group.max.session.timeout.ms", _parse_int, 1800000, _at_least(1)),
         # Kafka's default (3000); a lone member does not wait it out: see group.initial.rebalance.quiet.ms
@@ -331,8 +332,8 @@ def _int_between(low: int, high: int) -> Callable[[str], bool]:
 # Topic-level configs: name -> validator of the string value.
 TOPIC_CONFIGS: dict[str, Callable[[str], bool]] = {
     "cleanup.policy": lambda v: set(v.replace(" ", "").split(",")) <= {"delete", "compact"} and v != "",
-    # Only "producer" is honoured: the broker stores batches as produced and never recompresses.
-    "compression.type": lambda v: v == "producer",
+    # "producer": batches are stored as produced; a codec: batches in another one are recompressed
+    "compression.type": lambda v: v == "producer" or v in COMPRESSION_TYPES,
     "compression.gzip.level": lambda v: v == "-1" or _int_between(1, 9)(v),
     "compression.lz4.level": _int_between(1, 17),
     "compression.zstd.level": _int_between(-131072, 22),

@@ -498,6 +498,25 @@ def build_batch(
 
 
 
+def recompress(buf: bytes | bytearray | memoryview, batches: list[tuple[int, BatchHeader]], codec: int) -> bytearray:
+    """The record set with every batch not already in ``codec`` rebuilt in it, as Kafka does for a topic whose
+    compression.type names a codec: records, timestamps, timestamp type and producer fields (id, epoch, base
+    sequence, transactional) kept, offset deltas renumbered 0..n-1 (produced batches have them so already).
+    Batches already in ``codec`` are kept byte for byte."""
+    out = bytearray()
+    for pos, header in batches:
+        if header.compression == codec or header.is_control:
+            out += buf[pos:pos + header.size]
+            continue
+        _, records = decode_batch(buf, pos)
+        out += build_batch([(r.key, r.value, r.headers, r.timestamp) for r in records], compression=codec,
+                           producer_id=header.producer_id, producer_epoch=header.producer_epoch,
+                           base_sequence=header.base_sequence, transactional=header.is_transactional,
+                           partition_leader_epoch=header.partition_leader_epoch,
+                           timestamp_type=1 if header.is_log_append_time else 0)
+    return out
+
+
 def build_control_batch(
     marker_type: int,
     producer_id: int,

@@ -37,6 +37,9 @@ since KIP-360, so UNKNOWN_PRODUCER_ID is never returned). Record sets without pr
 Errors: UNKNOWN_TOPIC_OR_PARTITION, CORRUPT_MESSAGE, INVALID_RECORD, MESSAGE_TOO_LARGE,
 UNSUPPORTED_COMPRESSION_TYPE, OUT_OF_ORDER_SEQUENCE_NUMBER, INVALID_PRODUCER_EPOCH, KAFKA_STORAGE_ERROR (an
 OSError from the log).
+A topic whose `compression.type` names a codec (`uncompressed`, `gzip`, `snappy`, `lz4`, `zstd`) stores its
+batches in it: those that arrive in another are recompressed (records/codec.py `recompress`) on a worker
+thread, producer fields and timestamps kept; `producer` (the default) stores them as sent.
 Transactional batches are checked like idempotent ones and open the producer's transaction in the
 partition (holding back the last stable offset until the coordinator's marker); a producer fenced by an
 epoch bump gets INVALID_PRODUCER_EPOCH. Control batches are written only by the transaction coordinator: a
@@ -58,7 +61,8 @@ from odradek.protocol.api_keys import ApiKey
 from odradek.protocol.errors import ErrorCode
 from odradek.records import legacy
 from odradek.records.batch import BatchHeader, InvalidRecordError, set_log_append_time
-from odradek.records.codec import validate_produced
+from odradek.records.codec import recompress, validate_produced
+from odradek.records.compression import COMPRESSION_TYPES
 from odradek.storage.producer_state import (
     InvalidProducerEpochError,
     InvalidProducerFieldsError,
@@ -88,10 +92,18 @@ def produce(ctx: RequestContext, request: dict):
     if request["acks"] in (0, 1, -1):
         heavy = [(topic["name"], part["index"], part["records"])
                  for topic in request["topic_data"] for part in topic["partition_data"]
-                 if _is_heavy(part["records"])]
+                 if _is_heavy(part["records"]) or _stored_codec(ctx, topic["name"]) is not None]
         if heavy:
             return _produce_after_checks(ctx, request, heavy)
     return _produce(ctx, request, {})
+
+
+def _stored_codec(ctx: RequestContext, topic_name: str) -> int | None:
+    """The codec the topic's compression.type stores batches in; None for "producer" (as sent)."""
+    topic = ctx.broker.metadata.topic(topic_name)
+    if topic is None:
+        return None
+    return COMPRESSION_TYPES.get(ctx.broker.effective_configs(topic)["compression.type"])
 
 
 def _is_heavy(records) -> bool:
@@ -107,7 +119,8 @@ async def _produce_after_checks(ctx: RequestContext, request: dict, heavy: list[
         max_bytes = _max_batch_bytes(ctx, name, index)
         if max_bytes is not None:
             keys.append((name, index))
-            checks.append(loop.run_in_executor(None, _check_or_error, records, ctx.api_version, max_bytes))
+            checks.append(loop.run_in_executor(None, _check_or_error, records, ctx.api_version, max_bytes,
+                                               _stored_codec(ctx, name)))
     checked = dict(zip(keys, await asyncio.gather(*checks)))
     body = _produce(ctx, request, checked)
     return await body if asyncio.iscoroutine(body) else body
@@ -195,10 +208,12 @@ def _max_batch_bytes(ctx: RequestContext, topic_name: str, index: int) -> int | 
     return int(broker.effective_configs(broker.metadata.topic(topic_name))["max.message.bytes"])
 
 
-def _check_or_error(records: bytes | memoryview, api_version: int, max_bytes: int) -> Checked:
+def _check_or_error(records: bytes | memoryview, api_version: int, max_bytes: int,
+                    stored_codec: int | None = None) -> Checked:
     """The record set as a v2 buffer with its validated batches, or the error that refuses it. The buffer
     is ``records`` itself when that is writable (a view of the request's own frame: net/connection.py), so
-    the offsets are patched in place; otherwise a copy.
+    the offsets are patched in place; otherwise a copy. With ``stored_codec`` (the topic's compression.type),
+    batches in another codec are recompressed into it (a new buffer, checked again).
 
     Touches no broker state, so it may run on a worker thread."""
     try:
@@ -214,6 +229,9 @@ def _check_or_error(records: bytes | memoryview, api_version: int, max_bytes: in
         batches = validate_produced(buf, max_bytes, decompressed_budget=budget)
         if any(header.is_control for _, header in batches):
             raise InvalidRecordError(ErrorCode.INVALID_RECORD, "control batches may not be produced")
+        if stored_codec is not None and any(header.compression != stored_codec for _, header in batches):
+            buf = recompress(buf, batches, stored_codec)
+            batches = validate_produced(buf, max_bytes)
     except InvalidRecordError as exc:
         return exc
     return buf, batches
@@ -236,7 +254,8 @@ def _append(ctx: RequestContext, topic_name: str, index: int, records, acks: int
         return _result(index, ErrorCode.NOT_ENOUGH_REPLICAS,
                        f"{len(partition.isr)} in-sync replicas, min.insync.replicas is {min_isr}")
     if checked is None:
-        checked = _check_or_error(records, ctx.api_version, int(configs["max.message.bytes"]))
+        checked = _check_or_error(records, ctx.api_version, int(configs["max.message.bytes"]),
+                                  COMPRESSION_TYPES.get(configs["compression.type"]))
     if isinstance(checked, InvalidRecordError):
         return _result(index, checked.error_code, str(checked))
     buf, batches = checked
