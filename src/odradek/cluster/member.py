@@ -36,7 +36,7 @@ import base64
 import logging
 import time
 import uuid
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Iterable
 
 from odradek.broker.quotas import QUOTA_KEYS, QuotaEntity
 from odradek.cluster import ClusterError
@@ -551,15 +551,21 @@ class ClusterMember:
         """Write users' SCRAM credentials to /config/users (keeping their other configs, quotas) and tell
         every broker."""
         for user, credentials in updated.items():
-            path = L.user_config_path(user)
-            found = await self.zk.get_or_none(path)
-            configs = {k: v for k, v in L.decode_topic_config(found[0] if found else None).items()
-                       if k not in SCRAM_MECHANISMS}
-            configs.update({m: c.to_text() for m, c in credentials.items()})
-            await self.zk.set_or_create(path, L.encode_topic_config(configs))
-            await self.zk.create(f"{L.CONFIG_CHANGES}/{L.CONFIG_CHANGE_PREFIX}",
-                                 L.encode_config_change(path[len(L.USER_CONFIGS) + 1:], "users"),
-                                 sequence=True, makepath=True)
+            await self._write_entity_configs(L.user_config_path(user).removeprefix("/config/"), SCRAM_MECHANISMS,
+                                             {m: c.to_text() for m, c in credentials.items()})
+
+    async def _write_entity_configs(self, entity_path: str, owned: Iterable[str], values: dict[str, str]) -> None:
+        """Replace the ``owned`` keys of /config/<entity_path> with ``values``, keeping the others (a user's
+        SCRAM credentials and quotas share its znode), and tell every broker with a change notification."""
+        path = f"/config/{entity_path}"
+        found = await self.zk.get_or_none(path)
+        owned = set(owned)
+        configs = {k: v for k, v in L.decode_topic_config(found[0] if found else None).items() if k not in owned}
+        configs.update(values)
+        await self.zk.set_or_create(path, L.encode_topic_config(configs))
+        kind, _, name = entity_path.partition("/")
+        await self.zk.create(f"{L.CONFIG_CHANGES}/{L.CONFIG_CHANGE_PREFIX}", L.encode_config_change(name, kind),
+                             sequence=True, makepath=True)
 
     async def _quotas_of(self, entity: QuotaEntity) -> dict[str, float]:
         found = await self.zk.get_or_none(f"/config/{L.quota_entity_path(entity)}")
@@ -589,16 +595,9 @@ class ClusterMember:
         for entity in set(current) | set(configs):
             if current.get(entity, {}) == configs.get(entity, {}):
                 continue
-            entity_path = L.quota_entity_path(entity)
-            path = f"/config/{entity_path}"
-            found = await self.zk.get_or_none(path)
-            kept = {k: v for k, v in L.decode_topic_config(found[0] if found else None).items() if k not in QUOTA_KEYS}
             # Kafka writes whole numbers for the byte rates, which its tools parse as longs
-            kept.update({k: str(int(v)) if v == int(v) else str(v) for k, v in configs.get(entity, {}).items()})
-            await self.zk.set_or_create(path, L.encode_topic_config(kept))
-            kind, _, name = entity_path.partition("/")
-            await self.zk.create(f"{L.CONFIG_CHANGES}/{L.CONFIG_CHANGE_PREFIX}", L.encode_config_change(name, kind),
-                                 sequence=True, makepath=True)
+            await self._write_entity_configs(L.quota_entity_path(entity), QUOTA_KEYS, {
+                k: str(int(v)) if v == int(v) else str(v) for k, v in configs.get(entity, {}).items()})
 
     async def _watch_acl_changes(self) -> None:
         """(Re)arm the watches on both ACL change paths and read every ACL again (cluster/zk_acls.py)."""
