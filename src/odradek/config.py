@@ -176,6 +176,8 @@ BROKER_PROPERTIES: dict[str, Property] = {
         # client quotas (broker/quotas.py): the rate is measured over quota.window.num samples of this size
         Property("quota.window.num", _parse_int, 11, _at_least(2)),
         Property("quota.window.size.seconds", _parse_int, 1, _at_least(1)),
+        # DescribeTopicPartitions (handlers/k75_describe_topic_partitions.py): partitions in one response at most
+        Property("max.request.partition.size.limit", _parse_int, 2000, _at_least(1)),
         # the authorizer (broker/authorizer.py)
         Property("authorizer.class.name", str, ""),
         Property("super.users", str, ""),

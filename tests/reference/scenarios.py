@@ -26,6 +26,7 @@ CREATE_TOPICS, DELETE_TOPICS, DELETE_RECORDS, INIT_PRODUCER_ID, OFFSET_FOR_LEADE
 ADD_PARTITIONS_TO_TXN, ADD_OFFSETS_TO_TXN, END_TXN, DESCRIBE_CONFIGS, ALTER_CONFIGS = 24, 25, 26, 32, 33
 CREATE_PARTITIONS, DELETE_GROUPS, INCREMENTAL_ALTER_CONFIGS, OFFSET_DELETE = 37, 42, 44, 47
 DESCRIBE_CLUSTER, DESCRIBE_PRODUCERS, DESCRIBE_TRANSACTIONS, LIST_TRANSACTIONS = 60, 61, 65, 66
+DESCRIBE_TOPIC_PARTITIONS = 75
 
 TOPIC, BROKER = 2, 4  # config resource types
 SET, DELETE, APPEND = 0, 1, 2  # incremental config operations
@@ -335,6 +336,21 @@ BROKER_KEYS = ["num.partitions", "auto.create.topics.enable", "message.max.bytes
 def own_topics(c: Ctx, r: Body) -> Body:
     """Metadata for every topic, narrowed to this scenario's topics (other scenarios' topics vary with what ran)."""
     return {**r, "topics": [t for t in r["topics"] if (t["name"] or "").startswith(c.prefix)]}
+
+
+def dtp_body(*suffixes: str, limit: int = 2000, cursor: tuple[str, int] | None = None) -> Callable[[Ctx], Body]:
+    """DescribeTopicPartitions of this scenario's topics (none: every topic), from (topic suffix, partition)."""
+    def build(c: Ctx) -> Body:
+        return {"topics": [{"name": c.topic(x)} for x in suffixes], "response_partition_limit": limit,
+                "cursor": None if cursor is None else {"topic_name": c.topic(cursor[0]), "partition_index": cursor[1]}}
+    return build
+
+
+def own_topics_paged(c: Ctx, r: Body) -> Body:
+    """DescribeTopicPartitions of every topic, narrowed to this scenario's (the cursor may lead elsewhere)."""
+    mine = own_topics(c, r)
+    cursor = r["next_cursor"]
+    return {**mine, "next_cursor": cursor if cursor is None or cursor["topic_name"].startswith(c.prefix) else "other"}
 
 
 def own_groups(c: Ctx, r: Body) -> Body:
@@ -671,6 +687,22 @@ SCENARIOS: list[Scenario] = [
       Call(DESCRIBE_PRODUCERS, lambda c: {"topics": [{"name": c.topic(), "partition_indexes": [0]}]})),
     S("describe-producers-unknown-partition", create_topic(),
       Call(DESCRIBE_PRODUCERS, lambda c: {"topics": [{"name": c.topic(), "partition_indexes": [7]}]})),
+
+    # --- DescribeTopicPartitions
+    S("describe-topic-partitions-named", (*create_topic("b", partitions=3), *create_topic("a")),
+      Call(DESCRIBE_TOPIC_PARTITIONS, dtp_body("b", "a", "unknown"))),
+    S("describe-topic-partitions-paged", (*create_topic("a", partitions=3), *create_topic("b", partitions=2)),
+      Call(DESCRIBE_TOPIC_PARTITIONS, dtp_body("a", "b", limit=2))),
+    S("describe-topic-partitions-limit-at-topic-end", (*create_topic("a", partitions=2), *create_topic("b")),
+      Call(DESCRIBE_TOPIC_PARTITIONS, dtp_body("a", "b", limit=2))),
+    S("describe-topic-partitions-from-cursor", (*create_topic("a", partitions=3), *create_topic("b", partitions=2)),
+      Call(DESCRIBE_TOPIC_PARTITIONS, dtp_body("a", "b", limit=3, cursor=("a", 1)))),
+    S("describe-topic-partitions-cursor-not-requested", create_topic("a"),
+      Call(DESCRIBE_TOPIC_PARTITIONS, dtp_body("a", limit=3, cursor=("b", 0)))),
+    S("describe-topic-partitions-negative-cursor", create_topic("a"),
+      Call(DESCRIBE_TOPIC_PARTITIONS, dtp_body("a", cursor=("a", -1)))),
+    S("describe-topic-partitions-all-topics", (*create_topic("a", partitions=2), *create_topic("b")),
+      Call(DESCRIBE_TOPIC_PARTITIONS, dtp_body(cursor=("a", 1))), project=own_topics_paged),
 
     # --- DescribeCluster
     S("describe-cluster", (), Call(DESCRIBE_CLUSTER, {"include_cluster_authorized_operations": False,

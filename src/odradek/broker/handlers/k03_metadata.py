@@ -94,27 +94,27 @@ def _requested_topic(ctx: RequestContext, entry: dict, allow_create: bool) -> di
 
 
 def _topic_entry(broker, topic: Topic) -> dict:
-    cache = broker.metadata
-    partitions = []
-    for p in range(topic.partitions):
-        info = cache.partition(topic.name, p)
-        if info is None:
-            partitions.append({"error_code": ErrorCode.LEADER_NOT_AVAILABLE, "partition_index": p, "leader_id": -1,
-                               "leader_epoch": -1, "replica_nodes": [], "isr_nodes": [], "offline_replicas": []})
-            continue
-        partitions.append({
-            "error_code": 0 if info.leader >= 0 else ErrorCode.LEADER_NOT_AVAILABLE,
-            "partition_index": p,
-            "leader_id": info.leader,
-            "leader_epoch": info.leader_epoch,
-            "replica_nodes": info.replicas,
-            "isr_nodes": info.isr,
-            "offline_replicas": info.offline,
-        })
     return {
         "error_code": 0,
         "name": topic.name,
         "topic_id": topic.topic_id,
         "is_internal": topic.is_internal,
-        "partitions": partitions,
+        "partitions": [partition_entry(broker.metadata, topic.name, p) for p in range(topic.partitions)],
+    }
+
+
+def partition_entry(cache, topic: str, index: int) -> dict:
+    """A partition as Metadata and DescribeTopicPartitions describe it, from the metadata cache."""
+    info = cache.partition(topic, index)
+    if info is None:
+        return {"error_code": ErrorCode.LEADER_NOT_AVAILABLE, "partition_index": index, "leader_id": -1,
+                "leader_epoch": -1, "replica_nodes": [], "isr_nodes": [], "offline_replicas": []}
+    return {
+        "error_code": 0 if info.leader >= 0 else ErrorCode.LEADER_NOT_AVAILABLE,
+        "partition_index": index,
+        "leader_id": info.leader,
+        "leader_epoch": info.leader_epoch,
+        "replica_nodes": info.replicas,
+        "isr_nodes": info.isr,
+        "offline_replicas": info.offline,
     }
