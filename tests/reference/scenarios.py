@@ -12,6 +12,7 @@ sent once.
 
 from __future__ import annotations
 
+import re
 import struct
 import time
 from typing import Any, Callable
@@ -670,12 +671,23 @@ SCENARIOS: list[Scenario] = [
                                   until=lambda r: r["topics"][0]["partitions"][0]["offset"] == 4)),
       Call(FETCH, fetch_body(isolation=1))),
     S("describe-transactions-unknown", (txn_ready(),),
-      Call(DESCRIBE_TRANSACTIONS, lambda c: {"transactional_ids": [txn_id(c)]})),
+      Call(DESCRIBE_TRANSACTIONS, lambda c: {"transactional_ids": [txn_id(c)]},
+           # Kafka finds the coordinator before it has loaded __transaction_state (when this runs first)
+           retry_while=lambda r: r["transaction_states"][0]["error_code"] in RETRIABLE_COORDINATOR)),
     S("describe-transactions-empty", init_pid(True),
       Call(DESCRIBE_TRANSACTIONS, lambda c: {"transactional_ids": [txn_id(c)]})),
     S("describe-transactions-ongoing", (*create_topic(), *init_pid(True),
                                         Call(ADD_PARTITIONS_TO_TXN, add_partitions_body(), cap=3)),
       Call(DESCRIBE_TRANSACTIONS, lambda c: {"transactional_ids": [txn_id(c)]})),
+    S("pattern-list-transactions", init_pid(True),
+      Call(LIST_TRANSACTIONS, lambda c: {"state_filters": [], "producer_id_filters": [], "duration_filter": -1,
+                                         "transactional_id_pattern": f"{re.escape(txn_id(c)[:-2])}.*"})),
+    S("whole-id-pattern-list-transactions", init_pid(True),
+      Call(LIST_TRANSACTIONS, lambda c: {"state_filters": [], "producer_id_filters": [], "duration_filter": -1,
+                                         "transactional_id_pattern": re.escape(txn_id(c)[1:])})),
+    S("invalid-pattern-list-transactions", (),
+      Call(LIST_TRANSACTIONS, {"state_filters": [], "producer_id_filters": [], "duration_filter": -1,
+                               "transactional_id_pattern": "(unclosed"})),
     S("list-transactions", init_pid(True),
       Call(LIST_TRANSACTIONS, {"state_filters": [], "producer_id_filters": [], "duration_filter": -1}),
       project=own_transactions),
@@ -705,6 +717,8 @@ SCENARIOS: list[Scenario] = [
       Call(DESCRIBE_TOPIC_PARTITIONS, dtp_body(cursor=("a", 1))), project=own_topics_paged),
 
     # --- DescribeCluster
+    S("describe-cluster-with-fenced-brokers", (), Call(DESCRIBE_CLUSTER, {
+        "include_cluster_authorized_operations": False, "endpoint_type": 1, "include_fenced_brokers": True})),
     S("describe-cluster", (), Call(DESCRIBE_CLUSTER, {"include_cluster_authorized_operations": False,
                                                       "endpoint_type": 1, "include_fenced_brokers": False})),
 ]

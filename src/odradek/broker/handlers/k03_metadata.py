@@ -1,4 +1,4 @@
-"""Metadata (key 3), versions 0-12.
+"""Metadata (key 3), versions 0-13.
 
 Answered from the broker's metadata cache (cluster/metadata.py): the live brokers, the controller, and per
 partition its leader, leader epoch, replicas, ISR and offline replicas — on a single node, this broker as
@@ -28,7 +28,7 @@ from odradek.protocol.api_keys import ApiKey
 from odradek.protocol.errors import ErrorCode
 
 
-@handler(ApiKey.METADATA, 0, 12)
+@handler(ApiKey.METADATA, 0, 13)
 def metadata(ctx: RequestContext, request: dict) -> dict:
     broker = ctx.broker
     cache = broker.metadata
@@ -61,6 +61,7 @@ def metadata(ctx: RequestContext, request: dict) -> dict:
         "cluster_id": cache.cluster_id,
         "controller_id": cache.controller_id,
         "topics": topics,
+        "error_code": 0,  # v13 (KIP-1102): set only by a broker that wants the client to rebootstrap
     }
 
 

@@ -1,11 +1,11 @@
-"""DescribeGroups (key 15), versions 0-5.
+"""DescribeGroups (key 15), versions 0-6.
 
 Per group: state, protocol type, and members (id, instance id v4+, client id and host). As in Kafka, the
 protocol name and each member's metadata and assignment bytes are filled in only when the group is
-Stable. An unknown group is described as Dead with no members and error NONE.
+Stable. An unknown group is described as Dead with no members and error NONE; from v6 (KIP-1043) it is
+answered GROUP_ID_NOT_FOUND with a message instead.
 With an authorizer, a group the principal may not DESCRIBE is answered GROUP_AUTHORIZATION_FAILED, and
 `authorized_operations` (v3+, when asked for) holds the bits of what it may do with each group.
-Gaps: v6 not advertised.
 """
 
 from odradek.broker.authorizer import Operation as Op, ResourceType as Res
@@ -34,7 +34,7 @@ def describe(group, group_id: str) -> dict:
             "members": members, "authorized_operations": NOT_REQUESTED}
 
 
-@handler(ApiKey.DESCRIBE_GROUPS, 0, 5)
+@handler(ApiKey.DESCRIBE_GROUPS, 0, 6)
 def describe_groups(ctx: RequestContext, request: dict) -> dict:
     groups = ctx.broker.coordinator.groups.groups
     out = []
@@ -45,6 +45,9 @@ def describe_groups(ctx: RequestContext, request: dict) -> dict:
             out.append({**describe(None, gid), "error_code": ErrorCode.INVALID_GROUP_ID})
         elif not ctx.broker.coordinator.owns(gid):
             out.append({**describe(None, gid), "error_code": ErrorCode.NOT_COORDINATOR})
+        elif gid not in groups and ctx.api_version >= 6:
+            out.append({**describe(None, gid), "error_code": ErrorCode.GROUP_ID_NOT_FOUND,
+                        "error_message": f"Group {gid} not found."})
         else:
             out.append(describe(groups.get(gid), gid))
             if ctx.api_version >= 3 and request["include_authorized_operations"]:

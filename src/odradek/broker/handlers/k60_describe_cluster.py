@@ -1,4 +1,4 @@
-"""DescribeCluster (key 60), versions 0-1.
+"""DescribeCluster (key 60), versions 0-2.
 
 The live brokers and the controller, from the metadata cache (a single node is the whole cluster and its
 controller). v1 `endpoint_type` 1 (brokers) is answered;
@@ -15,7 +15,7 @@ from odradek.protocol.errors import ErrorCode
 ENDPOINT_BROKERS = 1
 
 
-@handler(ApiKey.DESCRIBE_CLUSTER, 0, 1)
+@handler(ApiKey.DESCRIBE_CLUSTER, 0, 2)
 def describe_cluster(ctx: RequestContext, request: dict) -> dict:
     cache = ctx.broker.metadata
     if ctx.api_version >= 1 and request["endpoint_type"] != ENDPOINT_BROKERS:
@@ -28,7 +28,8 @@ def describe_cluster(ctx: RequestContext, request: dict) -> dict:
         "endpoint_type": ENDPOINT_BROKERS,
         "cluster_id": cache.cluster_id,
         "controller_id": cache.controller_id,
-        "brokers": [{"broker_id": b.node_id, "host": host, "port": port, "rack": b.rack}
+        # v2's include_fenced_brokers (KIP-1073) changes nothing: a ZooKeeper-registered broker is never fenced
+        "brokers": [{"broker_id": b.node_id, "host": host, "port": port, "rack": b.rack, "is_fenced": False}
                     for b, host, port in cache.endpoints(ctx.connection.listener)],
         "cluster_authorized_operations": ctx.broker.authorizer.authorized_operations(
             ctx.connection.principal, ctx.connection.peer_host, ResourceType.CLUSTER, CLUSTER_NAME)
