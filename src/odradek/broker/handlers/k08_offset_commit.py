@@ -1,4 +1,4 @@
-"""OffsetCommit (key 8), versions 0-9.
+"""OffsetCommit (key 8), versions 0-10.
 
 Commits are validated against the group (see `coordinator.offset_manager`): generation -1 with an empty
 member id is a "simple" commit, allowed for an unknown or Empty group; otherwise ILLEGAL_GENERATION,
@@ -9,8 +9,8 @@ thread (the handler then returns a coroutine); a failed fsync → COORDINATOR_NO
 v0 has no generation/member; v1 carries a per-partition commit timestamp; v2-4 a retention time (the
 offset then expires at commit time + retention, as in Kafka); v6+ the leader epoch, returned by
 OffsetFetch.
+v10 names topics by id only (KIP-848): an id this broker does not know → UNKNOWN_TOPIC_ID for its partitions.
 A broker that does not coordinate the group answers NOT_COORDINATOR for every partition.
-Gaps: v10+ (topic ids) not advertised.
 """
 
 from odradek.broker.authorizer import Operation as Op, ResourceType as Res
@@ -20,8 +20,38 @@ from odradek.protocol.api_keys import ApiKey
 from odradek.protocol.errors import ErrorCode
 
 
-@handler(ApiKey.OFFSET_COMMIT, 0, 9)
+@handler(ApiKey.OFFSET_COMMIT, 0, 10)
 def offset_commit(ctx: RequestContext, request: dict):
+    if ctx.api_version < 10:
+        return _offset_commit(ctx, request)
+    # v10: topics by id. Commit by name, then answer by id.
+    by_id = ctx.broker.metadata.topic_by_id
+    named, unknown = [], []
+    for t in request["topics"]:
+        topic = by_id(t["topic_id"])
+        (named if topic is not None else unknown).append({**t, "name": topic.name} if topic is not None else t)
+    missing = [{"topic_id": t["topic_id"], "partitions": [
+        {"partition_index": p["partition_index"], "error_code": ErrorCode.UNKNOWN_TOPIC_ID} for p in t["partitions"]]}
+        for t in unknown]
+    if not named:
+        return {"throttle_time_ms": 0, "topics": missing}
+    ids = {t["name"]: t["topic_id"] for t in named}
+    body = _offset_commit(ctx, {**request, "topics": named})
+
+    def by_topic_id(b: dict) -> dict:
+        for t in b["topics"]:
+            t["topic_id"] = ids[t["name"]]
+        b["topics"] += missing
+        return b
+    if isinstance(body, dict):
+        return by_topic_id(body)
+
+    async def answer() -> dict:
+        return by_topic_id(await body)
+    return answer()
+
+
+def _offset_commit(ctx: RequestContext, request: dict):
     version = ctx.api_version
     topics = []
     for t in request["topics"]:

@@ -1,12 +1,13 @@
-"""OffsetFetch (key 9), versions 0-9.
+"""OffsetFetch (key 9), versions 0-10.
 
 Returns committed offsets; a partition without one gets offset -1, empty metadata and no error (also for
 unknown groups and topics). `topics` null (v2+) means every partition the group has committed. v8+ ask
 for several groups at once (per-group results). v7+ `require_stable`: a partition with an offset staged
 by an open transaction (TxnOffsetCommit, coordinator/service.py) gets UNSTABLE_OFFSET_COMMIT and
 offset -1 until that transaction completes; without it the last committed offset is returned. v9's member id / epoch (KIP-848 groups) are ignored.
+v10 names topics by id only (KIP-848): an id this broker does not know → UNKNOWN_TOPIC_ID for its partitions;
+asked for every topic, the answer names each by its current id (a deleted topic's offsets are left out).
 A broker that does not coordinate the group answers NOT_COORDINATOR (per group from v8).
-Gaps: v10+ (topic ids) not advertised.
 """
 
 from odradek.broker.authorizer import Operation as Op, ResourceType as Res
@@ -14,6 +15,33 @@ from odradek.broker.core import RequestContext
 from odradek.broker.registry import handler
 from odradek.protocol.api_keys import ApiKey
 from odradek.protocol.errors import ErrorCode
+
+
+ZERO_UUID = bytes(16)
+
+
+def _topics_by_id(ctx: RequestContext, group_id: str, requested, require_stable: bool) -> list[dict]:
+    """v10: `_topics` with topics named by id, answered by id."""
+    metadata = ctx.broker.metadata
+    if requested is None:
+        out = _topics(ctx, group_id, None, require_stable)
+        for t in out:
+            topic = metadata.topic(t["name"])
+            t["topic_id"] = topic.topic_id if topic is not None else ZERO_UUID
+        return [t for t in out if t["topic_id"] != ZERO_UUID]
+    named, missing = [], []
+    for t in requested:
+        topic = metadata.topic_by_id(t["topic_id"])
+        if topic is None:
+            missing.append({"topic_id": t["topic_id"], "partitions": [
+                {"partition_index": p, "committed_offset": -1, "committed_leader_epoch": -1, "metadata": "",
+                 "error_code": ErrorCode.UNKNOWN_TOPIC_ID} for p in t["partition_indexes"]]})
+        else:
+            named.append({"name": topic.name, "partition_indexes": t["partition_indexes"]})
+    out = _topics(ctx, group_id, named, require_stable) if named else []
+    for t in out:
+        t["topic_id"] = metadata.topic(t["name"]).topic_id
+    return out + missing
 
 
 def _topics(ctx: RequestContext, group_id: str, requested, require_stable: bool = False) -> list[dict]:
@@ -40,14 +68,15 @@ def _topics(ctx: RequestContext, group_id: str, requested, require_stable: bool 
     return out
 
 
-@handler(ApiKey.OFFSET_FETCH, 0, 9)
+@handler(ApiKey.OFFSET_FETCH, 0, 10)
 def offset_fetch(ctx: RequestContext, request: dict) -> dict:
     owns = ctx.broker.coordinator.owns
     if ctx.api_version >= 8:
         stable = request["require_stable"]
+        topics = _topics_by_id if ctx.api_version >= 10 else _topics
         groups = [{"group_id": g["group_id"], "topics": [], "error_code": ErrorCode.GROUP_AUTHORIZATION_FAILED}
                   if not ctx.allowed(Op.DESCRIBE, Res.GROUP, g["group_id"]) else
-                  {"group_id": g["group_id"], "topics": _topics(ctx, g["group_id"], g["topics"], stable),
+                  {"group_id": g["group_id"], "topics": topics(ctx, g["group_id"], g["topics"], stable),
                    "error_code": 0} if owns(g["group_id"]) else
                   {"group_id": g["group_id"], "topics": [], "error_code": ErrorCode.NOT_COORDINATOR}
                   for g in request["groups"]]
