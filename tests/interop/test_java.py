@@ -1,7 +1,8 @@
 """Interop tests: the official Java client (kafka-clients 3.9.x) against odradek.
 
 The `java_client` fixture (conftest.py) compiles `java/OdradekClient.java` once per session; without
-javac these tests skip, except under CI (`CI` set) where a missing JDK is a failure.
+javac these tests skip, except under CI (`CI` set) where a missing JDK is a failure. The tests taking
+`any_java_client` run with kafka-clients 4.x too (`java4_client`; more of 4.x in test_java4.py).
 """
 
 from __future__ import annotations
@@ -127,32 +128,33 @@ def test_java_reads_legacy_magic_records(broker, topic_name, java_client):
 
 
 @pytest.mark.timeout(120)
-def test_java_seek_mid_batch_with_tiny_fetch_size(broker, topic_name, java_client):
+def test_java_seek_mid_batch_with_tiny_fetch_size(broker, topic_name, any_java_client):
     """Seek into the middle of compressed batches with a fetch size smaller than one batch.
 
     The broker must still return the first (oversized) batch so the consumer makes progress, and the
     consumer must see exactly the records from the seek offset on.
     """
     n = 200
-    offsets = java_client.produce(broker.bootstrap, topic_name, n, acks="all", compression="zstd", prefix="s-")
+    offsets = any_java_client.produce(broker.bootstrap, topic_name, n, acks="all", compression="zstd", prefix="s-")
     assert offsets == list(range(n))
-    got = java_client.consume(broker.bootstrap, topic_name, n - 137, start_offset=137, max_partition_fetch_bytes=512)
+    got = any_java_client.consume(broker.bootstrap, topic_name, n - 137, start_offset=137,
+                                  max_partition_fetch_bytes=512)
     assert [r["offset"] for r in got] == list(range(137, n))
     assert [r["value"] for r in got] == [java_value("s-", i) for i in range(137, n)]
 
 
 @pytest.mark.timeout(120)
-def test_java_acks_0_and_read_committed(broker, topic_name, java_client):
+def test_java_acks_0_and_read_committed(broker, topic_name, any_java_client):
     """acks=0: the broker must not answer (the client reports offset -1) yet store everything.
 
     Without transactions the last stable offset equals the high watermark, so a read_committed
     consumer sees every record.
     """
     n = 40
-    offsets = java_client.produce(broker.bootstrap, topic_name, n, acks="0", compression="gzip", prefix="z-")
+    offsets = any_java_client.produce(broker.bootstrap, topic_name, n, acks="0", compression="gzip", prefix="z-")
     assert offsets == [-1] * n
     # acks=0 gives no completion signal: a second, acked produce orders after it on the same connection
     # only per client, so wait for the data through the consumer instead.
-    got = java_client.consume(broker.bootstrap, topic_name, n, isolation="read_committed")
+    got = any_java_client.consume(broker.bootstrap, topic_name, n, isolation="read_committed")
     assert [r["offset"] for r in got] == list(range(n))
     assert [r["value"] for r in got] == [java_value("z-", i) for i in range(n)]
