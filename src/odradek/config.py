@@ -108,6 +108,8 @@ BROKER_PROPERTIES: dict[str, Property] = {
         Property("transaction.max.timeout.ms", _parse_int, 900000, _at_least(1)),
         Property("transaction.abort.timed.out.transaction.cleanup.interval.ms", _parse_int, 10000, _at_least(1)),
         Property("transactional.id.expiration.ms", _parse_int, 604800000, _at_least(1)),
+        # KIP-890: a partition asks the coordinator before a producer's first write of a transaction there
+        Property("transaction.partition.verification.enable", _parse_bool, True),
         # -- cluster mode (set zookeeper.connect); Kafka's names and defaults --
         Property("zookeeper.connect", str, ""),
         Property("zookeeper.session.timeout.ms", _parse_int, 18000, _at_least(1000)),

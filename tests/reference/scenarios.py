@@ -28,6 +28,7 @@ ADD_PARTITIONS_TO_TXN, ADD_OFFSETS_TO_TXN, END_TXN, DESCRIBE_CONFIGS, ALTER_CONF
 CREATE_PARTITIONS, DELETE_GROUPS, INCREMENTAL_ALTER_CONFIGS, OFFSET_DELETE = 37, 42, 44, 47
 DESCRIBE_CLUSTER, DESCRIBE_PRODUCERS, DESCRIBE_TRANSACTIONS, LIST_TRANSACTIONS = 60, 61, 65, 66
 DESCRIBE_TOPIC_PARTITIONS = 75
+TXN_OFFSET_COMMIT = 28
 
 TOPIC, BROKER = 2, 4  # config resource types
 SET, DELETE, APPEND = 0, 1, 2  # incremental config operations
@@ -293,6 +294,36 @@ def txn_batch(**kw: Any) -> Callable[[Ctx], Body]:
 def end_txn_body(pid: Callable[[Ctx], int] = lambda c: c.vars["pid"], commit: bool = True) -> Callable[[Ctx], Body]:
     return lambda c: {"transactional_id": txn_id(c), "producer_id": pid(c),
                       "producer_epoch": c.vars.get("epoch", 0), "committed": commit}
+
+
+def end_txn_v2(commit: bool = True, **kw: Any) -> Call:
+    """EndTxn v5 (transactions v2: the epoch is bumped); the new epoch is not saved, so later calls may use the
+    old one."""
+    return Call(END_TXN, end_txn_body(commit=commit), version=5, **kw)
+
+
+def ended_v2(commit: bool = True) -> tuple[Call, ...]:
+    """Setup: EndTxn v5, then until the transaction is complete (Kafka answers once Prepare* is written)."""
+    done = "CompleteCommit" if commit else "CompleteAbort"
+    return (end_txn_v2(commit, until=lambda r: r["error_code"] == 0),
+            Call(DESCRIBE_TRANSACTIONS, describe_txn,
+                 until=lambda r: r["transaction_states"][0]["transaction_state"] == done))
+
+
+def first_write_v2() -> Call:
+    """Setup: a v2 producer's first transactional write to the topic (Produce v12 adds the partition)."""
+    return Call(PRODUCE, txn_batch(), version=12, until=lambda r: produce_error(r) == 0)
+
+
+def txn_offset_commit_body(c: Ctx) -> Body:
+    return {"transactional_id": txn_id(c), "group_id": group_id(c), "producer_id": c.vars["pid"],
+            "producer_epoch": c.vars["epoch"], "generation_id": -1, "member_id": "", "group_instance_id": None,
+            "topics": [{"name": c.topic(), "partitions": [{"partition_index": 0, "committed_offset": 1,
+                                                         "committed_leader_epoch": -1, "committed_metadata": ""}]}]}
+
+
+def describe_txn(c: Ctx) -> Body:
+    return {"transactional_ids": [txn_id(c)]}
 
 
 # ----------------------------------------------------------------------------------------------- configs
@@ -723,6 +754,35 @@ SCENARIOS: list[Scenario] = [
       Call(DESCRIBE_TOPIC_PARTITIONS, dtp_body("a", cursor=("a", -1)))),
     S("describe-topic-partitions-all-topics", (*create_topic("a", partitions=2), *create_topic("b")),
       Call(DESCRIBE_TOPIC_PARTITIONS, dtp_body(cursor=("a", 1))), project=own_topics_paged),
+
+    # --- Transactions v2 (KIP-890): implicit partitions, the epoch bump at every end, verification
+    S("txn-v2-first-write-adds-the-partition", (*create_topic(), *init_pid(True)),
+      Call(PRODUCE, txn_batch(), version=12, retry_while=transient_produce_error)),
+    S("txn-v2-first-write-opens-the-transaction", (*create_topic(), *init_pid(True), first_write_v2()),
+      Call(DESCRIBE_TRANSACTIONS, describe_txn)),
+    S("txn-v2-commit-bumps-the-epoch", (*create_topic(), *init_pid(True), first_write_v2()), end_txn_v2()),
+    S("txn-v2-abort-bumps-the-epoch", (*create_topic(), *init_pid(True), first_write_v2()), end_txn_v2(False)),
+    S("txn-v2-commit-retried-with-the-old-epoch", (*create_topic(), *init_pid(True), first_write_v2(), *ended_v2()),
+      end_txn_v2()),
+    S("txn-v2-abort-after-commit-with-the-old-epoch", (*create_topic(), *init_pid(True), first_write_v2(),
+                                                       *ended_v2()), end_txn_v2(False)),
+    S("describe-transactions-after-commit-v1", (*open_transaction(), Call(END_TXN, end_txn_body(), cap=4,
+                                                                         until=lambda r: r["error_code"] == 0),
+                                                ended_v2()[1]),
+      Call(DESCRIBE_TRANSACTIONS, describe_txn)),
+    S("txn-v2-after-commit", (*create_topic(), *init_pid(True), first_write_v2(), *ended_v2()),
+      Call(DESCRIBE_TRANSACTIONS, describe_txn)),
+    S("txn-v2-late-write-of-an-ended-transaction", (*create_topic(), *init_pid(True), first_write_v2(), *ended_v2()),
+      Call(PRODUCE, txn_batch(base_sequence=3), version=12)),
+    S("txn-v2-abort-without-transaction", init_pid(True), end_txn_v2(False)),
+    S("txn-v2-commit-without-transaction", init_pid(True), end_txn_v2()),
+    S("txn-v2-offset-commit-adds-the-group-partition", (*create_topic(), *init_pid(True), *group_ready()),
+      Call(TXN_OFFSET_COMMIT, txn_offset_commit_body, version=5,
+           retry_while=lambda r: r["topics"][0]["partitions"][0]["error_code"] in (*RETRIABLE_COORDINATOR, 51))),
+    S("txn-verification-refuses-a-partition-not-added-v11", (*create_topic(), *init_pid(True)),
+      Call(PRODUCE, txn_batch(), version=11, retry_while=transient_produce_error)),
+    S("txn-verification-refuses-a-partition-not-added-v9", (*create_topic(), *init_pid(True)),
+      Call(PRODUCE, txn_batch(), version=9, retry_while=transient_produce_error)),
 
     # --- DescribeCluster
     S("describe-cluster-with-fenced-brokers", (), Call(DESCRIBE_CLUSTER, {

@@ -215,16 +215,16 @@ async def test_commit_writes_markers_and_offsets(env: Env) -> None:
     env.reload_offsets()  # pending offsets stay pending: their marker has not come
     assert env.groups.has_pending_offset("g", *DATA) and env.committed() == {}
     env.node.notified.clear()
-    assert await c.end_txn("t", pid, epoch, True, FENCED) == 0
+    assert (await c.end_txn("t", pid, epoch, True, FENCED))[0] == 0
     assert env.markers.calls == [MarkerCall(pid, epoch, 0, True, frozenset({DATA, OFFSETS}))]
     assert env.data.last_stable_offset == env.data.high_watermark == 2
     assert DATA in env.node.notified  # the marker wakes the partition's fetches
     assert env.committed() == {DATA: 5} and not env.groups.has_pending_offset("g", *DATA)
     m = c.describe("t")
     assert m.state == S.COMPLETE_COMMIT and not m.partitions
-    assert await c.end_txn("t", pid, epoch, True, FENCED) == 0  # retry
-    assert await c.end_txn("t", pid, epoch, False, FENCED) == ErrorCode.INVALID_TXN_STATE
-    assert await c.end_txn("t", pid + 1, epoch, True, FENCED) == ErrorCode.INVALID_PRODUCER_ID_MAPPING
+    assert (await c.end_txn("t", pid, epoch, True, FENCED))[0] == 0  # retry
+    assert (await c.end_txn("t", pid, epoch, False, FENCED))[0] == ErrorCode.INVALID_TXN_STATE
+    assert (await c.end_txn("t", pid + 1, epoch, True, FENCED))[0] == ErrorCode.INVALID_PRODUCER_ID_MAPPING
     assert len(env.markers.calls) == 1
     env.reload_offsets()  # the log says the same: the COMMIT marker made the offset committed
     assert env.committed() == {DATA: 5} and not env.groups.has_pending_offset("g", *DATA)
@@ -234,7 +234,7 @@ async def test_commit_writes_markers_and_offsets(env: Env) -> None:
 async def test_abort_drops_the_staged_offsets(env: Env) -> None:
     c = env.coordinator()
     pid, epoch = await env.open_transaction(c, 10000, offset=5)
-    assert await c.end_txn("t", pid, epoch, False, FENCED) == 0
+    assert (await c.end_txn("t", pid, epoch, False, FENCED))[0] == 0
     assert env.markers.calls == [MarkerCall(pid, epoch, 0, False, frozenset({DATA, OFFSETS}))]
     assert c.describe("t").state == S.COMPLETE_ABORT
     assert env.data.last_stable_offset == env.data.high_watermark == 2
@@ -274,7 +274,7 @@ async def test_timeout_aborts_and_fences(env: Env) -> None:
     assert env.data.last_stable_offset == env.data.high_watermark
     assert [t.producer_id for t in env.data.aborted_transactions(0, 100)] == [pid]
     assert env.committed() == {} and not env.groups.has_pending_offset("g", *DATA)
-    assert await c.end_txn("t", pid, epoch, True, FENCED) == FENCED
+    assert (await c.end_txn("t", pid, epoch, True, FENCED))[0] == FENCED
     assert await c.add_partitions("t", pid, epoch, [DATA], ErrorCode.INVALID_PRODUCER_EPOCH) == \
         ErrorCode.INVALID_PRODUCER_EPOCH
     # the zombie cannot stage offsets either: the marker fenced its epoch in __consumer_offsets
@@ -306,12 +306,12 @@ async def test_markers_are_retried_until_written(env: Env, short_waits: None) ->
     pid, epoch = await env.open_transaction(c, 10000, offset=5)
     env.markers.gate = asyncio.Event()
     env.markers.failures = ["raise", "unreachable"]
-    assert await c.end_txn("t", pid, epoch, True, FENCED) == 0  # decided (PrepareCommit is durable)
+    assert (await c.end_txn("t", pid, epoch, True, FENCED))[0] == 0  # decided (PrepareCommit is durable)
     assert c.describe("t").state == S.PREPARE_COMMIT and len(env.markers.calls) == 1
     assert [m.transactional_id for m in c.list(["PrepareCommit"], [])[0]] == ["t"]
     assert await c.add_partitions("t", pid, epoch, [DATA], FENCED) == ErrorCode.CONCURRENT_TRANSACTIONS
     assert await c.add_offsets("t", pid, epoch, "g", FENCED) == ErrorCode.CONCURRENT_TRANSACTIONS
-    assert await c.end_txn("t", pid, epoch, True, FENCED) == ErrorCode.CONCURRENT_TRANSACTIONS
+    assert (await c.end_txn("t", pid, epoch, True, FENCED))[0] == ErrorCode.CONCURRENT_TRANSACTIONS
     assert await c.init_producer_id("t", 10000, pid, epoch, FENCED) == (ErrorCode.CONCURRENT_TRANSACTIONS, -1, -1)
     assert env.data.last_stable_offset == 0 and env.committed() == {}
     env.markers.gate.set()
@@ -320,7 +320,7 @@ async def test_markers_are_retried_until_written(env: Env, short_waits: None) ->
     assert env.data.log_end_offset == 2, "one record and one marker: failed attempts wrote nothing"
     assert env.data.last_stable_offset == env.data.high_watermark == 2
     assert env.committed() == {DATA: 5}
-    assert await c.end_txn("t", pid, epoch, True, FENCED) == 0
+    assert (await c.end_txn("t", pid, epoch, True, FENCED))[0] == 0
 
 
 @run
@@ -328,7 +328,7 @@ async def test_prepared_transaction_is_completed_at_load(env: Env, short_waits: 
     c = env.coordinator()
     pid, epoch = await env.open_transaction(c, 10000)
     env.markers.gate = asyncio.Event()  # no marker gets through before the restart
-    assert await c.end_txn("t", pid, epoch, True, FENCED) == 0
+    assert (await c.end_txn("t", pid, epoch, True, FENCED))[0] == 0
     assert c.describe("t").state == S.PREPARE_COMMIT
     assert await c.add_partitions("t", pid, epoch, [DATA], FENCED) == ErrorCode.CONCURRENT_TRANSACTIONS
     assert env.data.last_stable_offset == 0
@@ -353,12 +353,12 @@ async def test_unloading_a_partition_forgets_its_ids_and_the_new_leader_complete
     pid, epoch = await env.open_transaction(c, 10000, moved)
     await c.init_producer_id(staying, 10000, -1, -1, FENCED)
     env.markers.gate = asyncio.Event()
-    assert await c.end_txn(moved, pid, epoch, True, FENCED) == 0
+    assert (await c.end_txn(moved, pid, epoch, True, FENCED))[0] == 0
     assert c.describe(moved).state == S.PREPARE_COMMIT and len(env.markers.calls) == 1
     c.unload_partition(0)
     assert not c.owns(moved) and c.describe(moved) is None and c.coordinator_epoch(moved) == -1
     assert c.owns(staying) and c.describe(staying).state == S.EMPTY
-    assert await c.end_txn(moved, pid, epoch, True, FENCED) == ErrorCode.INVALID_PRODUCER_ID_MAPPING
+    assert (await c.end_txn(moved, pid, epoch, True, FENCED))[0] == ErrorCode.INVALID_PRODUCER_ID_MAPPING
     env.node.partitions[(TXN_TOPIC, 0)].make_leader(leader_epoch=1, isr=[LOCAL_ID], replicas=[LOCAL_ID],
                                                      zk_version=1, now_ms=0)
     env.markers.gate.set()
@@ -424,11 +424,11 @@ async def test_end_txn_waits_for_the_prepare_fsync_and_the_markers(tmp_path: Pat
     assert await c.add_partitions("t", pid, epoch, [DATA], FENCED) == ErrorCode.CONCURRENT_TRANSACTIONS
     assert env.markers.calls == [] and env.data.last_stable_offset == 0
     flusher.release()
-    assert await ending == 0
+    assert (await ending)[0] == 0
     assert len(env.markers.calls) == 1 and env.data.last_stable_offset == env.data.high_watermark == 2
     assert c.describe("t").state == S.PREPARE_COMMIT
     assert len(flusher.held) == 1, "the CompleteCommit record waits for its fsync off the caller's path"
-    assert await c.end_txn("t", pid, epoch, True, FENCED) == ErrorCode.CONCURRENT_TRANSACTIONS
+    assert (await c.end_txn("t", pid, epoch, True, FENCED))[0] == ErrorCode.CONCURRENT_TRANSACTIONS
     flusher.allowed = 1_000_000
     flusher.release()
     await completed(c, "t", S.COMPLETE_COMMIT)
@@ -477,8 +477,16 @@ async def test_list_filters_and_expiry(env: Env) -> None:
 def test_record_round_trip() -> None:
     m = TxnMetadata("tx", 7, 3, 6000, S.ONGOING, 6, 2, TS, TS + 1, {("a", 0), ("b", 3)})
     raw = encode_value(m)
-    assert raw.endswith(b"\0\0\0\0")  # the pending offsets section, written empty
+    assert raw[-12:] == b"\0\0\0\0" + struct.pack(">q", -1)  # pending offsets written empty; no next producer id
     assert decode_value("tx", raw) == m
+    rotating = TxnMetadata("tx", 7, 32767, 6000, S.PREPARE_COMMIT, 7, 32766, TS, TS + 1, {("a", 0)}, 8)
+    assert decode_value("tx", encode_value(rotating)) == rotating
+    assert rotating.continued_as == (8, 0)
+
+
+def version_0(raw: bytes) -> bytes:
+    """A version-1 record as version 0 wrote it: no next producer id."""
+    return struct.pack(">h", 0) + raw[2:-8]
 
 
 def test_records_with_pending_offsets_of_an_earlier_version_still_decode() -> None:
@@ -490,7 +498,7 @@ def test_records_with_pending_offsets_of_an_earlier_version_still_decode() -> No
 
     # group, topic, partition int32, offset int64, leader_epoch int32, metadata, commit_timestamp int64
     pending = string("g") + string("a") + struct.pack(">iqi", 0, 9, 1) + string("meta") + struct.pack(">q", TS)
-    old = encode_value(m)[:-4] + struct.pack(">i", 1) + pending
+    old = version_0(encode_value(m))[:-4] + struct.pack(">i", 1) + pending
     assert decode_value("tx", old) == m
     with pytest.raises((ValueError, struct.error)):
         decode_value("tx", old[:-3])  # cut inside the pending offset

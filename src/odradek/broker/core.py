@@ -240,32 +240,44 @@ class Broker:
             return None
         return self.metadata.leader_of(name, partition_for(key, topic.partitions))
 
-    async def verify_in_transaction(self, txn_id: str, producer_id: int, producer_epoch: int,
-                                    partition: TopicPartition) -> int:
-        """Ask the transaction's coordinator (here, or on its broker with AddPartitionsToTxn verify_only)
-        whether ``partition`` is in the producer's open transaction; an error code (NONE: it is)."""
+    async def in_transaction(self, txn_id: str, producer_id: int, producer_epoch: int,
+                             partitions: list[TopicPartition], add: bool) -> dict[TopicPartition, int]:
+        """Ask the transaction's coordinator (here, or on its broker with AddPartitionsToTxn v5) whether each of
+        ``partitions`` is in the producer's open transaction, or with ``add`` (transactions v2: a first write
+        to the partition) to add them to it; an error code per partition (NONE: it is, or now is)."""
         node = self.coordinator_node(True, txn_id)
         if node is None:
-            return ErrorCode.COORDINATOR_NOT_AVAILABLE
+            return dict.fromkeys(partitions, ErrorCode.COORDINATOR_NOT_AVAILABLE)
+        fenced = ErrorCode.INVALID_PRODUCER_EPOCH
         if node.node_id == self.node_id:
-            if not self.txn_coordinator.owns(txn_id):
-                return ErrorCode.COORDINATOR_LOAD_IN_PROGRESS
-            return self.txn_coordinator.verify(txn_id, producer_id, producer_epoch, [partition],
-                                               ErrorCode.INVALID_PRODUCER_EPOCH)[partition]
+            coordinator = self.txn_coordinator
+            if not coordinator.owns(txn_id):
+                return dict.fromkeys(partitions, ErrorCode.COORDINATOR_LOAD_IN_PROGRESS)
+            if add:
+                return dict.fromkeys(partitions, await coordinator.add_partitions(
+                    txn_id, producer_id, producer_epoch, partitions, fenced))
+            return coordinator.verify(txn_id, producer_id, producer_epoch, partitions, fenced)
         client = self.cluster.client_for(node.node_id, "txn-verify")
         if client is None:
-            return ErrorCode.COORDINATOR_NOT_AVAILABLE
+            return dict.fromkeys(partitions, ErrorCode.COORDINATOR_NOT_AVAILABLE)
+        topics: dict[str, list[int]] = {}
+        for topic, index in partitions:
+            topics.setdefault(topic, []).append(index)
         try:
-            response = await client.request(ApiKey.ADD_PARTITIONS_TO_TXN, 4, {"transactions": [{
+            response = await client.request(ApiKey.ADD_PARTITIONS_TO_TXN, 5, {"transactions": [{
                 "transactional_id": txn_id, "producer_id": producer_id, "producer_epoch": producer_epoch,
-                "verify_only": True, "topics": [{"name": partition[0], "partitions": [partition[1]]}]}]},
+                "verify_only": not add, "topics": [{"name": t, "partitions": ps} for t, ps in topics.items()]}]},
                 timeout_s=10.0)
         except ConnectionError:
-            return ErrorCode.COORDINATOR_NOT_AVAILABLE
+            return dict.fromkeys(partitions, ErrorCode.COORDINATOR_NOT_AVAILABLE)
         if response["error_code"]:
-            return response["error_code"]
-        error = response["results_by_transaction"][0]["topic_results"][0]["results_by_partition"][0]["partition_error_code"]
-        return ErrorCode.INVALID_PRODUCER_EPOCH if error == ErrorCode.PRODUCER_FENCED else error
+            return dict.fromkeys(partitions, response["error_code"])
+        out = {}
+        for topic in response["results_by_transaction"][0]["topic_results"]:
+            for p in topic["results_by_partition"]:
+                error = p["partition_error_code"]
+                out[(topic["name"], p["partition_index"])] = fenced if error == ErrorCode.PRODUCER_FENCED else error
+        return out
 
     # fetch wake-ups ----------------------------------------------------------------------------------
 

@@ -24,6 +24,15 @@ CONCURRENT_TRANSACTIONS. Step 2 is retried until every marker is written. A new 
 transaction in Prepare* (its predecessor died between steps 1 and 3) does steps 2 and 3 again: markers are
 idempotent (a marker for a producer with no open transaction in a partition changes nothing).
 
+Transactions v2 (KIP-890, EndTxn v5): every commit and abort bumps the epoch when it writes Prepare*, and
+the markers carry the bumped epoch, so a write of the ended transaction that arrives late is refused by the
+partition; the producer goes on with the new epoch (a new producer id at epoch 0 once the epoch would
+overflow: `next_producer_id`). A retry of such an EndTxn (its reply lost) comes with the old epoch and is
+answered with the new one. A v2 producer may abort a transaction that has no partitions (it cannot know
+whether its first write reached one), which only bumps the epoch. Partitions join a v2 transaction
+implicitly: the partition's leader adds them when the first transactional write arrives (Produce v12),
+and the group coordinator adds the group's partition (TxnOffsetCommit v5), both with AddPartitionsToTxn.
+
 Fencing: InitProducerId bumps the epoch (a fresh producer id once the epoch would overflow), aborting an
 open transaction first (its markers carry the bumped epoch, so the partitions then refuse the old one).
 A transaction open longer than its timeout is aborted the same way by `tick`, every
@@ -291,46 +300,67 @@ class TransactionCoordinator:
 
     # ------------------------------------------------------------------------------------ EndTxn
 
-    async def end_txn(self, txn_id: str, producer_id: int, epoch: int, commit: bool, fenced: int) -> int:
+    async def end_txn(self, txn_id: str, producer_id: int, epoch: int, commit: bool, fenced: int,
+                      bump: bool = False) -> tuple[int, int, int]:
+        """(error, producer id, epoch the producer goes on with) for EndTxn; ``bump``: transactions v2 (v5)."""
         m = self.txns.get(txn_id)
-        if m is None or m.producer_id != producer_id:
-            return ErrorCode.INVALID_PRODUCER_ID_MAPPING
-        if epoch != m.producer_epoch:
-            return fenced
-        if m.preparing or txn_id in self._writing or txn_id in self._completions:
-            return ErrorCode.CONCURRENT_TRANSACTIONS
-        if m.state == S.ONGOING:
-            if not await self._end(m, commit, fence=False):
-                return ErrorCode.COORDINATOR_NOT_AVAILABLE
+        if m is None or producer_id not in (m.producer_id, m.last_producer_id if bump else m.producer_id):
+            return ErrorCode.INVALID_PRODUCER_ID_MAPPING, -1, -1
+        ending = S.PREPARE_COMMIT if commit else S.PREPARE_ABORT
+        ended = S.COMPLETE_COMMIT if commit else S.COMPLETE_ABORT
+        if bump and (producer_id, epoch) == (m.last_producer_id, m.last_producer_epoch) \
+                and m.state in (S.PREPARE_COMMIT, S.PREPARE_ABORT, S.COMPLETE_COMMIT, S.COMPLETE_ABORT):
+            # the retry of an EndTxn that bumped the epoch (or of an abort a timeout did meanwhile)
+            if m.state not in (ending, ended):
+                return ErrorCode.INVALID_TXN_STATE, -1, -1
             await self._completed(txn_id)
-            return 0
-        if m.state == (S.COMPLETE_COMMIT if commit else S.COMPLETE_ABORT):
-            return 0  # a retry of an EndTxn whose reply was lost
+            return (0, *self.txns[txn_id].continued_as) if txn_id in self.txns else (ErrorCode.NOT_COORDINATOR, -1, -1)
+        if producer_id != m.producer_id:
+            return ErrorCode.INVALID_PRODUCER_ID_MAPPING, -1, -1
+        if epoch != m.producer_epoch:
+            return fenced, -1, -1
+        if m.preparing or txn_id in self._writing or txn_id in self._completions:
+            return ErrorCode.CONCURRENT_TRANSACTIONS, -1, -1
+        if m.state == S.ONGOING or (bump and not commit):
+            if not await self._end(m, commit, fence=False, bump=bump):
+                return ErrorCode.COORDINATOR_NOT_AVAILABLE, -1, -1
+            await self._completed(txn_id)
+            after = self.txns.get(txn_id)
+            return (0, *after.continued_as) if after is not None else (ErrorCode.NOT_COORDINATOR, -1, -1)
+        if m.state == ended and not bump:
+            return 0, m.producer_id, m.producer_epoch  # a retry of an EndTxn whose reply was lost
         log.info("transaction %r: EndTxn(%s) in state %s: INVALID_TXN_STATE", txn_id,
                  "commit" if commit else "abort", m.state.name)
-        return ErrorCode.INVALID_TXN_STATE
+        return ErrorCode.INVALID_TXN_STATE, -1, -1
 
-    async def _end(self, current: TxnMetadata, commit: bool, fence: bool) -> bool:
+    async def _end(self, current: TxnMetadata, commit: bool, fence: bool, bump: bool = False) -> bool:
         """Write Prepare*, then start completing in the background. ``fence`` bumps the epoch first
-        (timeout / InitProducerId), so the producer that held the transaction is refused from now on.
-        False: the state could not be written."""
+        (timeout / InitProducerId), so the producer that held the transaction is refused from now on;
+        ``bump`` (transactions v2) does the same for the producer's own commit or abort, which may then also
+        end a transaction with no partitions (Empty, Complete*). False: the state could not be written."""
         txn_id = current.transactional_id
-        if (self.txns.get(txn_id) is not current or current.state != S.ONGOING or txn_id in self._writing
+        startable = (S.ONGOING, S.EMPTY, S.COMPLETE_COMMIT, S.COMPLETE_ABORT) if bump else (S.ONGOING,)
+        if (self.txns.get(txn_id) is not current or current.state not in startable or txn_id in self._writing
                 or txn_id in self._completions):
             return False  # something else changed the id since ``current`` was read (a timeout abort raced)
         m = current.copy()
-        if fence:
-            if m.producer_epoch >= MAX_EPOCH:
-                log.warning("transaction %r: epoch exhausted, aborting without a bump", txn_id)
-            else:
-                m.last_producer_id, m.last_producer_epoch = m.producer_id, m.producer_epoch
-                m.producer_epoch += 1
-        m.state = S.PREPARE_COMMIT if commit else S.PREPARE_ABORT
-        m.last_update_timestamp = self._now()
+        if current.state != S.ONGOING:
+            m.partitions.clear()
         self._writing.add(txn_id)
         try:
+            if fence or bump:
+                if m.producer_epoch >= MAX_EPOCH:
+                    log.warning("transaction %r: epoch exhausted, ending without a bump", txn_id)
+                else:
+                    m.last_producer_id, m.last_producer_epoch = m.producer_id, m.producer_epoch
+                    m.producer_epoch += 1
+                if bump and m.producer_epoch >= MAX_EPOCH:
+                    # the markers take the last epoch; the producer goes on as a new producer id
+                    m.next_producer_id = await self._allocate()
+            m.state = S.PREPARE_COMMIT if commit else S.PREPARE_ABORT
+            m.last_update_timestamp = self._now()
             await self._persist(m)
-        except StateWriteError:
+        except (StateWriteError, OSError):
             return False
         finally:
             self._writing.discard(txn_id)
@@ -374,6 +404,8 @@ class TransactionCoordinator:
         done = m.copy()
         done.state = S.COMPLETE_COMMIT if commit else S.COMPLETE_ABORT
         done.partitions.clear()
+        if m.next_producer_id != -1:
+            done.producer_id, done.producer_epoch, done.next_producer_id = m.next_producer_id, 0, -1
         done.last_update_timestamp = self._now()
         try:
             await self._persist(done)

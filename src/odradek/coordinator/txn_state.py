@@ -11,12 +11,17 @@ Record format (our own; only this broker reads it). Key and value are big-endian
 length plus UTF-8; a null value (tombstone) forgets the id::
 
     key:    version int16 (0), transactional_id string
-    value:  version int16 (0), producer_id int64, last_producer_id int64, producer_epoch int16,
+    value:  version int16 (1; 0 is still read), producer_id int64, last_producer_id int64, producer_epoch int16,
             last_producer_epoch int16, timeout_ms int32, state int8, start_timestamp int64,
             last_update_timestamp int64,
             partitions: int32 n, n x [topic string, partition int32]
             pending offsets: int32 n, n x [group string, topic string, partition int32, offset int64,
-                                           leader_epoch int32, metadata string, commit_timestamp int64]
+                                           leader_epoch int32, metadata string, commit_timestamp int64],
+            next_producer_id int64 (version 1; -1: none)
+
+`next_producer_id` is the producer id a transaction ending with an epoch bump (transactions v2) hands on when
+the epoch would overflow: its markers carry the old id at the last epoch, and Complete* takes the new id at
+epoch 0.
 
 The pending offsets section is written empty: transactional offsets live in `__consumer_offsets` as
 transactional records of the producer (the group coordinator's, coordinator/service.py). Records of earlier
@@ -33,7 +38,7 @@ from dataclasses import dataclass, field
 
 
 KEY_VERSION = 0
-VALUE_VERSION = 0
+VALUE_VERSION = 1
 
 NO_PRODUCER_ID = -1
 NO_PRODUCER_EPOCH = -1
@@ -73,11 +78,19 @@ class TxnMetadata:
     start_timestamp: int = -1
     last_update_timestamp: int = -1
     partitions: set[tuple[str, int]] = field(default_factory=set)
+    next_producer_id: int = NO_PRODUCER_ID
 
     def copy(self) -> "TxnMetadata":
         return TxnMetadata(self.transactional_id, self.producer_id, self.producer_epoch, self.timeout_ms, self.state,
                            self.last_producer_id, self.last_producer_epoch, self.start_timestamp,
-                           self.last_update_timestamp, set(self.partitions))
+                           self.last_update_timestamp, set(self.partitions), self.next_producer_id)
+
+    @property
+    def continued_as(self) -> tuple[int, int]:
+        """The producer id and epoch the producer goes on with once the transaction being ended is complete."""
+        if self.preparing and self.next_producer_id != NO_PRODUCER_ID:
+            return self.next_producer_id, 0
+        return self.producer_id, self.producer_epoch
 
     @property
     def preparing(self) -> bool:
@@ -88,6 +101,7 @@ class TxnMetadata:
 
 _H = struct.Struct(">h")
 _I = struct.Struct(">i")
+_Q = struct.Struct(">q")
 _VALUE_HEAD = struct.Struct(">hqqhhibqq")
 _OFFSET = struct.Struct(">iqi")
 
@@ -128,13 +142,14 @@ def encode_value(m: TxnMetadata) -> bytes:
         _put_str(out, topic)
         out += _I.pack(partition)
     out += _I.pack(0)  # no pending offsets (see the module docstring)
+    out += _Q.pack(m.next_producer_id)
     return bytes(out)
 
 
 def decode_value(transactional_id: str, raw: bytes) -> TxnMetadata:
     """Raises ValueError (or struct.error) for anything malformed."""
     (version, pid, last_pid, epoch, last_epoch, timeout, state, start, updated) = _VALUE_HEAD.unpack_from(raw, 0)
-    if version != VALUE_VERSION:
+    if version not in (0, VALUE_VERSION):
         raise ValueError(f"unknown transaction record version {version}")
     m = TxnMetadata(transactional_id, pid, epoch, timeout, TxnState(state), last_pid, last_epoch, start, updated)
     pos = _VALUE_HEAD.size
@@ -152,6 +167,9 @@ def decode_value(transactional_id: str, raw: bytes) -> TxnMetadata:
         _, pos = _get_str(raw, pos)
         pos += _OFFSET.size
         _, pos = _get_str(raw, pos)
+        pos += 8
+    if version >= 1:
+        (m.next_producer_id,) = _Q.unpack_from(raw, pos)
         pos += 8
     if pos != len(raw):
         raise ValueError("trailing bytes after a transaction record")

@@ -1,4 +1,4 @@
-"""Produce (key 0), versions 0-11.
+"""Produce (key 0), versions 0-12.
 
 Per partition: the record set is validated (records/batch.py: sizes, magic, CRC32C, offset deltas,
 `max.message.bytes` per batch; records/codec.py: every field of every record, as Kafka's LogValidator walks
@@ -44,12 +44,20 @@ Transactional batches are checked like idempotent ones and open the producer's t
 partition (holding back the last stable offset until the coordinator's marker); a producer fenced by an
 epoch bump gets INVALID_PRODUCER_EPOCH. Control batches are written only by the transaction coordinator: a
 produced one → INVALID_RECORD.
-Gaps: the partition does not ask the coordinator whether it is in the producer's transaction (KIP-890
-verification).
+Before a producer's first transactional write to a partition in a transaction (its producer state there has
+no open transaction at that epoch), the partition asks the transaction's coordinator (KIP-890,
+`Broker.in_transaction`): v12 (transactions v2) asks it to add the partition to the transaction, which the
+producer no longer does itself; older versions, with `transaction.partition.verification.enable` (the
+default), whether the producer added it, so that a write delayed past the end of its transaction cannot open
+a new one. Not in the transaction → TRANSACTION_ABORTABLE (v11+; INVALID_TXN_STATE before), a stale epoch →
+INVALID_PRODUCER_EPOCH, an unknown producer → INVALID_PRODUCER_ID_MAPPING; a coordinator that is busy
+(CONCURRENT_TRANSACTIONS), moving or unreachable → NOT_ENOUGH_REPLICAS, which producers retry.
+Nothing of a refused partition is written.
 """
 
 import asyncio
 import logging
+import struct
 from concurrent.futures import Future
 
 from odradek.broker.authorizer import Operation as Op, ResourceType as Res
@@ -83,19 +91,83 @@ _PRODUCER_ERRORS = {
 # A compressed record set at least this big is checked on a worker thread: decompressing it (cramjam releases
 # the GIL) takes long enough that other connections would feel it, and the hand-off costs far less.
 CHECK_OFF_LOOP_MIN_BYTES = 64 * 1024
+_PRODUCER = struct.Struct(">qh")
 
 Checked = tuple[bytearray | memoryview, list[tuple[int, BatchHeader]]] | InvalidRecordError
 
 
-@handler(ApiKey.PRODUCE, 0, 11)
+# What the coordinator's answer becomes for the producer: retriable codes for a coordinator that is busy or
+# moving (Kafka's mapping), the producer's own errors as they are.
+_COORDINATOR_RETRIABLE = {ErrorCode.CONCURRENT_TRANSACTIONS, ErrorCode.COORDINATOR_NOT_AVAILABLE,
+                          ErrorCode.COORDINATOR_LOAD_IN_PROGRESS, ErrorCode.NOT_COORDINATOR}
+
+
+@handler(ApiKey.PRODUCE, 0, 12)
 def produce(ctx: RequestContext, request: dict):
     if request["acks"] in (0, 1, -1):
-        heavy = [(topic["name"], part["index"], part["records"])
-                 for topic in request["topic_data"] for part in topic["partition_data"]
-                 if _is_heavy(part["records"]) or _stored_codec(ctx, topic["name"]) is not None]
+        if ctx.api_version >= 3 and request["transactional_id"] is not None:
+            first_writes = _first_transactional_writes(ctx, request)
+            if first_writes:
+                return _produce_in_transaction(ctx, request, first_writes)
+        heavy = _heavy(ctx, request)
         if heavy:
             return _produce_after_checks(ctx, request, heavy)
     return _produce(ctx, request, {})
+
+
+def _heavy(ctx: RequestContext, request: dict) -> list[tuple[str, int, bytes]]:
+    return [(topic["name"], part["index"], part["records"])
+            for topic in request["topic_data"] for part in topic["partition_data"]
+            if _is_heavy(part["records"]) or _stored_codec(ctx, topic["name"]) is not None]
+
+
+def _first_transactional_writes(ctx: RequestContext, request: dict) -> dict[tuple[str, int], tuple[int, int]]:
+    """The partitions this request writes a transaction's first batch of the producer to, with its producer id
+    and epoch: those the coordinator must confirm (or, v12, add) first."""
+    add = ctx.api_version >= 12
+    if not add and not ctx.broker.config.get("transaction.partition.verification.enable"):
+        return {}
+    out = {}
+    replicas = ctx.broker.replicas
+    for topic in request["topic_data"]:
+        for part in topic["partition_data"]:
+            records = part["records"]
+            # magic at byte 16, attributes (bit 4: transactional) at 21-22, producer id and epoch at 43-53
+            if not records or len(records) < 61 or records[16] != 2 or not records[22] & 0x10:
+                continue
+            producer_id, epoch = _PRODUCER.unpack_from(records, 43)
+            partition = replicas.partition(topic["name"], part["index"])
+            if partition is None or not partition.is_leader:
+                continue  # refused as it would be anyway
+            entry = partition.log.producer_state.entry(producer_id)
+            if entry is None or entry.epoch != epoch or entry.txn_first_offset < 0:
+                out[(topic["name"], part["index"])] = (producer_id, epoch)
+    return out
+
+
+async def _produce_in_transaction(ctx: RequestContext, request: dict,
+                                  first_writes: dict[tuple[str, int], tuple[int, int]]):
+    """Ask the coordinator about the partitions of ``first_writes``, then produce what it let through."""
+    add = ctx.api_version >= 12
+    by_producer: dict[tuple[int, int], list[tuple[str, int]]] = {}
+    for tp, producer in first_writes.items():
+        by_producer.setdefault(producer, []).append(tp)
+    answered: dict[tuple[str, int], int] = {}
+    txn_id = request["transactional_id"]
+    for (producer_id, epoch), partitions in by_producer.items():
+        answers = await ctx.broker.in_transaction(txn_id, producer_id, epoch, partitions, add)
+        for tp, error in answers.items():
+            if error in _COORDINATOR_RETRIABLE:
+                answered[tp] = ErrorCode.NOT_ENOUGH_REPLICAS
+            elif error == ErrorCode.INVALID_TXN_STATE:
+                answered[tp] = ErrorCode.TRANSACTION_ABORTABLE if ctx.api_version >= 11 else ErrorCode.INVALID_TXN_STATE
+            elif error:
+                answered[tp] = error
+    heavy = [h for h in _heavy(ctx, request) if (h[0], h[1]) not in answered]
+    if heavy:
+        return await _produce_after_checks(ctx, request, heavy, answered)
+    body = _produce(ctx, request, {}, answered)
+    return await body if asyncio.iscoroutine(body) else body
 
 
 def _stored_codec(ctx: RequestContext, topic_name: str) -> int | None:
@@ -111,7 +183,8 @@ def _is_heavy(records) -> bool:
     return records is not None and len(records) >= CHECK_OFF_LOOP_MIN_BYTES and records[16] == 2 and records[22] & 7
 
 
-async def _produce_after_checks(ctx: RequestContext, request: dict, heavy: list[tuple[str, int, bytes]]):
+async def _produce_after_checks(ctx: RequestContext, request: dict, heavy: list[tuple[str, int, bytes]],
+                                answered: dict[tuple[str, int], int] | None = None):
     """Check the heavy record sets on worker threads (in parallel), then append everything in order."""
     loop = asyncio.get_running_loop()
     keys, checks = [], []
@@ -122,12 +195,14 @@ async def _produce_after_checks(ctx: RequestContext, request: dict, heavy: list[
             checks.append(loop.run_in_executor(None, _check_or_error, records, ctx.api_version, max_bytes,
                                                _stored_codec(ctx, name)))
     checked = dict(zip(keys, await asyncio.gather(*checks)))
-    body = _produce(ctx, request, checked)
+    body = _produce(ctx, request, checked, answered)
     return await body if asyncio.iscoroutine(body) else body
 
 
-def _produce(ctx: RequestContext, request: dict, checked: dict[tuple[str, int], Checked]):
-    """The response body (None for acks=0), or a coroutine giving it once the flushes it needs are done."""
+def _produce(ctx: RequestContext, request: dict, checked: dict[tuple[str, int], Checked],
+             answered: dict[tuple[str, int], int] | None = None):
+    """The response body (None for acks=0), or a coroutine giving it once the flushes it needs are done.
+    ``answered``: partitions already answered with an error (the transaction's coordinator said no)."""
     acks = request["acks"]
     responses = []
     waits: list[tuple[dict, Future]] = []
@@ -143,6 +218,8 @@ def _produce(ctx: RequestContext, request: dict, checked: dict[tuple[str, int], 
                 result = _result(part["index"], denied)
             elif acks not in (0, 1, -1):
                 result = _result(part["index"], ErrorCode.INVALID_REQUIRED_ACKS)
+            elif answered and (name, part["index"]) in answered:
+                result = _result(part["index"], answered[(name, part["index"])])
             else:
                 result = _append(ctx, name, part["index"], part["records"], acks, waits,
                                  checked.get((name, part["index"])))

@@ -1,4 +1,4 @@
-"""EndTxn (key 26), versions 0-4.
+"""EndTxn (key 26), versions 0-5.
 
 Commits or aborts the producer's transaction (coordinator/transactions.py): PrepareCommit/PrepareAbort is
 written to `__transaction_state` (and replicated), a COMMIT/ABORT marker is written to every partition of
@@ -12,7 +12,10 @@ INVALID_PRODUCER_ID_MAPPING, the fenced code for a stale epoch (PRODUCER_FENCED 
 INVALID_PRODUCER_EPOCH before; also what a producer whose transaction timed out gets),
 CONCURRENT_TRANSACTIONS while an earlier completion is still pending, COORDINATOR_NOT_AVAILABLE on a
 storage error, NOT_COORDINATOR on a broker that does not coordinate the id.
-Gaps: v5 (KIP-890 part 2, the epoch bump on every EndTxn) is not advertised.
+v5 (transactions v2, KIP-890 part 2): every commit and abort bumps the producer's epoch, and the reply
+carries the producer id and epoch to go on with; a retry with the old epoch gets the same answer (or
+INVALID_TXN_STATE when it asks for the other outcome); an abort needs no open transaction (it only bumps the
+epoch), a commit does (INVALID_TXN_STATE otherwise).
 """
 
 from odradek.broker.authorizer import Operation as Op, ResourceType as Res
@@ -22,13 +25,14 @@ from odradek.protocol.api_keys import ApiKey
 from odradek.protocol.errors import ErrorCode
 
 
-@handler(ApiKey.END_TXN, 0, 4)
+@handler(ApiKey.END_TXN, 0, 5)
 async def end_txn(ctx: RequestContext, request: dict) -> dict:
     if not ctx.allowed(Op.WRITE, Res.TRANSACTIONAL_ID, request["transactional_id"]):
         return {"throttle_time_ms": 0, "error_code": ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED}
     if not ctx.broker.txn_coordinator.owns(request["transactional_id"]):
         return {"throttle_time_ms": 0, "error_code": ErrorCode.NOT_COORDINATOR}
     fenced = ErrorCode.PRODUCER_FENCED if ctx.api_version >= 2 else ErrorCode.INVALID_PRODUCER_EPOCH
-    error = await ctx.broker.txn_coordinator.end_txn(request["transactional_id"], request["producer_id"],
-                                               request["producer_epoch"], request["committed"], fenced)
-    return {"throttle_time_ms": 0, "error_code": error}
+    error, producer_id, epoch = await ctx.broker.txn_coordinator.end_txn(
+        request["transactional_id"], request["producer_id"], request["producer_epoch"], request["committed"], fenced,
+        bump=ctx.api_version >= 5)
+    return {"throttle_time_ms": 0, "error_code": error, "producer_id": producer_id, "producer_epoch": epoch}

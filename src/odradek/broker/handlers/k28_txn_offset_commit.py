@@ -1,4 +1,4 @@
-"""TxnOffsetCommit (key 28), versions 0-4.
+"""TxnOffsetCommit (key 28), versions 0-5.
 
 Sent to the group's coordinator, which writes the offsets to the group's `__consumer_offsets` partition as
 records of the producer's transaction (coordinator/service.py): they stay pending until the transaction's
@@ -8,7 +8,8 @@ coordinator asks the transaction's coordinator (itself, or another broker with A
 `verify_only`, KIP-890) whether the group's partition is in the producer's open transaction
 (AddOffsetsToTxn): INVALID_TXN_STATE if not, INVALID_PRODUCER_EPOCH for a stale epoch,
 INVALID_PRODUCER_ID_MAPPING for an unknown id, COORDINATOR_NOT_AVAILABLE while the transaction's coordinator
-cannot be asked.
+cannot be asked. v5 (transactions v2, KIP-890): the producer sent no AddOffsetsToTxn, so the group coordinator
+adds the group's partition to the transaction itself instead of asking.
 Errors (for every partition): INVALID_GROUP_ID, NOT_COORDINATOR (another broker coordinates the group),
 the transaction errors above; v3+ check the member as Kafka does for transactional commits:
 UNKNOWN_MEMBER_ID (a non-empty member id the group lacks), ILLEGAL_GENERATION (a generation >= 0 that is
@@ -25,7 +26,7 @@ from odradek.protocol.api_keys import ApiKey
 from odradek.protocol.errors import ErrorCode
 
 
-@handler(ApiKey.TXN_OFFSET_COMMIT, 0, 4)
+@handler(ApiKey.TXN_OFFSET_COMMIT, 0, 5)
 async def txn_offset_commit(ctx: RequestContext, request: dict) -> dict:
     errors = await _commit(ctx, request)
     return {"throttle_time_ms": 0, "topics": [
@@ -56,9 +57,10 @@ async def _commit(ctx: RequestContext, request: dict) -> dict[tuple[str, int], i
         group_id, request["generation_id"] if version >= 3 else -1, request["member_id"] if version >= 3 else "",
         request["group_instance_id"] if version >= 3 else None)
     if not error:
-        error = await broker.verify_in_transaction(request["transactional_id"], request["producer_id"],
-                                                   request["producer_epoch"],
-                                                   (OFFSETS_TOPIC, coordinator.partition_of(group_id)))
+        offsets_partition = (OFFSETS_TOPIC, coordinator.partition_of(group_id))
+        error = (await broker.in_transaction(request["transactional_id"], request["producer_id"],
+                                             request["producer_epoch"], [offsets_partition],
+                                             add=version >= 5))[offsets_partition]
     if error:
         return dict.fromkeys(keys, error)
     result: dict[tuple[str, int], int] = {}

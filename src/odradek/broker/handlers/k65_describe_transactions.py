@@ -1,7 +1,7 @@
 """DescribeTransactions (key 65), version 0.
 
 Per transactional id: its state (Kafka's names: Empty, Ongoing, PrepareCommit, ...), timeout, start time of
-the open transaction (-1 when none), producer id and epoch, and the partitions in the transaction (the
+the open or last transaction (-1 when none since InitProducerId), producer id and epoch, and the partitions in the transaction (the
 group's `__consumer_offsets` partition included after AddOffsetsToTxn). Unknown id →
 TRANSACTIONAL_ID_NOT_FOUND; an id this broker does not coordinate → NOT_COORDINATOR.
 """
@@ -9,7 +9,6 @@ TRANSACTIONAL_ID_NOT_FOUND; an id this broker does not coordinate → NOT_COORDI
 from odradek.broker.authorizer import Operation as Op, ResourceType as Res
 from odradek.broker.core import RequestContext
 from odradek.broker.registry import handler
-from odradek.coordinator.txn_state import TxnState
 from odradek.protocol.api_keys import ApiKey
 from odradek.protocol.errors import ErrorCode
 
@@ -25,10 +24,8 @@ def _describe(ctx: RequestContext, txn_id: str) -> dict:
     by_topic: dict[str, list[int]] = {}
     for topic, partition in sorted(m.partitions):
         by_topic.setdefault(topic, []).append(partition)
-    started = m.start_timestamp if m.state in (TxnState.ONGOING, TxnState.PREPARE_COMMIT,
-                                               TxnState.PREPARE_ABORT) else -1
     return {"error_code": 0, "transactional_id": txn_id, "transaction_state": m.state.kafka_name,
-            "transaction_timeout_ms": m.timeout_ms, "transaction_start_time_ms": started,
+            "transaction_timeout_ms": m.timeout_ms, "transaction_start_time_ms": m.start_timestamp,
             "producer_id": m.producer_id, "producer_epoch": m.producer_epoch,
             "topics": [{"topic": t, "partitions": ps} for t, ps in by_topic.items()]}
 
