@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import free_port
+from tests.reference.differential import Connection
 
 from .conftest import JavaClient
 from .helpers import assert_delivered, consume_messages, java_value, produce_messages, wait_until
@@ -231,7 +232,8 @@ def test_java4_two_consumers_split_partitions_and_commit(broker, topic_name, jav
 @pytest.mark.timeout(120)
 def test_java4_transactions_abort_invisible_commit_visible(broker, topic_name, java4_client):
     """One 4.x transactional producer aborts, commits, aborts, commits; a 4.x read_committed consumer sees
-    only the committed records, at their offsets between the transactions' markers."""
+    only the committed records, at their offsets between the transactions' markers. The producer speaks
+    transactions v2: every end bumped its epoch."""
     t, n = topic_name, 4
     out = java4_client.run("produce-txn", broker.bootstrap, t, n, "abort,commit,abort,commit", f"{t}-tx", "x")
     # each transaction: n records, then (not acked to the producer, but taking an offset) its marker
@@ -248,6 +250,14 @@ def test_java4_transactions_abort_invisible_commit_visible(broker, topic_name, j
     every = consume_messages(broker.bootstrap, t, 4 * n, config={"isolation.level": "read_uncommitted"})
     assert [(m.offset(), m.value().decode()) for m in every] == [
         (k * (n + 1) + j, java_value("x", k * n + j)) for k in range(4) for j in range(n)]
+    # transactions v2 (KIP-890): odradek finalizes transaction.version 2, so the 4.x producer ended each
+    # transaction with EndTxn v5 and its epoch bump, and added its partition by producing (Produce v12)
+    conn = Connection(broker.bootstrap)
+    try:
+        state = conn.request(65, 0, {"transactional_ids": [f"{t}-tx"]})["transaction_states"][0]
+    finally:
+        conn.close()
+    assert (state["error_code"], state["transaction_state"], state["producer_epoch"]) == (0, "CompleteCommit", 4)
 
 
 @pytest.mark.timeout(150)
