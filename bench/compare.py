@@ -4,18 +4,20 @@ Usage:  .venv/bin/python bench/compare.py [--quick] [--rounds N] [--clients N] [
                                          [--odradek-src DIR] [--out-dir DIR]
 
 Starts each broker configuration on a free loopback port (odradek on disk, odradek on tmpfs, Tansu,
-noida-db; see brokers.py), runs the same confluent-kafka workloads against it (see workloads.py), stops
-it, and prints markdown tables with absolute figures, each odradek configuration's ratio to the best peer
-and, for throughput, the fraction of the machine's loopback TCP bandwidth. The report also goes to
-bench/results/latest.md and the raw figures to bench/results/latest.json. A broker that cannot start, or
-a workload it does not support, is shown as n/a with the reason; nothing here raises past a workload.
+Apache Kafka, noida-db; see brokers.py), runs the same confluent-kafka workloads against it (see workloads.py),
+stops it, and prints markdown tables with absolute figures, each odradek configuration's ratio to the best peer,
+odradek (disk)'s ratio to Apache Kafka and, for throughput, the fraction of the machine's loopback TCP
+bandwidth. The report also goes to bench/results/latest.md and the raw figures to bench/results/latest.json. A
+broker that cannot start, or a workload it does not support, is shown as n/a with the reason; nothing here
+raises past a workload.
 
 After the brokers comes the cluster part (bench/cluster.py: three odradek brokers with replication factor 3
 against one, and failover times), with a time budget of its own; `--only` without `cluster` leaves it out.
 Then the fault part (bench/faults.py: failover percentiles, a rolling restart, a wiped replica's catch-up),
 left out by an `--only` without `faults`. Last the security part (bench/security.py: 1 KiB produce and
 consume over PLAINTEXT, SSL and SASL_SSL, and the broker's memory with 1,000 idle TLS connections), left out
-by an `--only` without `security`.
+by an `--only` without `security`. Then the native part (bench/native.py: 1 KiB produce and consume with
+franz-go, a Go client, against loopback bandwidth; n/a without `go`), left out by an `--only` without `native`.
 `--odradek-src DIR` adds a column: odradek (disk) run from another checkout's src, counted as a peer.
 
 Each throughput row is run by three client processes at once (--clients N): one Python client keeps a core
@@ -220,11 +222,13 @@ def bench_broker(res: dict, spec: brokers.BrokerSpec, cfg: Config, run_deadline:
         except (RuntimeError, OSError) as exc:
             res["error"] = f"cannot start: {exc}"
             return
-        samples.append({"accept_s": proc.accept_s, "api_s": proc.api_s})
+        samples.append({"accept_s": proc.accept_s, "api_s": proc.api_s, "prepare_s": proc.prepare_s})
         if i < cfg.start_repeats - 1:
             proc.stop()
     res["start"] = {"accept_s": statistics.median(s["accept_s"] for s in samples),
-                    "api_s": statistics.median(s["api_s"] for s in samples), "samples": samples}
+                    "api_s": statistics.median(s["api_s"] for s in samples),
+                    # before Popen(), not in the two above: Apache Kafka's `kafka-storage format` (~0 for the others)
+                    "prepare_s": statistics.median(s["prepare_s"] for s in samples), "samples": samples}
     log(f"  started: accept {res['start']['accept_s'] * 1000:.1f} ms, ApiVersions "
         f"{res['start']['api_s'] * 1000:.1f} ms (median of {len(samples)}); pid {proc.pid}, {proc.bootstrap}")
     bootstrap = proc.bootstrap
@@ -238,7 +242,7 @@ def bench_broker(res: dict, spec: brokers.BrokerSpec, cfg: Config, run_deadline:
         sampler = brokers.RssSampler(proc.pid)
         tp, stored = run_throughput(proc, cfg, attempt, set())
         res["throughput"] = {key: {"rounds": [dict(t, round=1)]} for key, t in tp.items()}
-        res["round_s"].append(proc.api_s + time.monotonic() - t_round)  # what a later round will take
+        res["round_s"].append(proc.prepare_s + proc.api_s + time.monotonic() - t_round)  # what a later round takes
         res["rss"]["peak_load"] = sampler.stop()
         time.sleep(2.0)
         res["rss"]["after_load"] = brokers.rss_bytes(proc.pid)
@@ -406,10 +410,18 @@ def security_module():
     return security
 
 
+def native_module():
+    """bench/native.py (the Go load generator of tests/franz)."""
+    import native
+
+    return native
+
+
 def report(info: dict, cfg: Config, results: list[dict], loop: dict, wall_s: float, run: dict,
-           cluster_part: dict | None, faults_part: dict | None = None, security_part: dict | None = None) -> str:
-    """render() of the brokers (only the header when none ran), then the cluster, fault and security parts'
-    sections."""
+           cluster_part: dict | None, faults_part: dict | None = None, security_part: dict | None = None,
+           native_part: dict | None = None) -> str:
+    """render() of the brokers (only the header when none ran), then the cluster, fault, security and native
+    parts' sections."""
     text = render(info, cfg, results, loop, wall_s, run) if results else "\n".join(header(info, cfg, wall_s)) + "\n"
     if cluster_part is not None:
         text += "\n" + cluster_module().render(cluster_part)
@@ -417,6 +429,8 @@ def report(info: dict, cfg: Config, results: list[dict], loop: dict, wall_s: flo
         text += "\n" + faults_module().render(faults_part)
     if security_part is not None:
         text += "\n" + security_module().render(security_part)
+    if native_part is not None:
+        text += "\n" + native_module().render(native_part)
     return text
 
 
@@ -429,6 +443,9 @@ def render(info: dict, cfg: Config, results: list[dict], loop: dict, wall_s: flo
     peers = [r["key"] for r in results if r.get("is_peer")]
     ours = [r["key"] for r in results if not r.get("is_peer")]
     by = {r["key"]: r for r in results}
+    # One more ratio column: odradek (disk) ÷ Apache Kafka, when both ran.
+    kafka_ok = "kafka" in by and not by["kafka"]["error"]
+    vs_kafka = "odradek-disk" if kafka_ok and "odradek-disk" in by and not by["odradek-disk"]["error"] else None
     ref_bw = loop.get("reference_bytes_per_s")
     out = header(info, cfg, wall_s)
     w = out.append
@@ -478,13 +495,23 @@ def render(info: dict, cfg: Config, results: list[dict], loop: dict, wall_s: flo
     head = "| workload | " + " | ".join(titles[k] for k in keys) + " | " + " | ".join(
         f"{titles[k]} ÷ best peer" for k in ours) + " |"
     sep = "|---|" + "---:|" * (len(keys) + len(ours))
+    if vs_kafka:
+        head += f" {titles[vs_kafka]} ÷ {titles['kafka']} |"
+        sep += "---:|"
+    elif "kafka" in by and "odradek-disk" in by:
+        w(f"- no ratio to Apache Kafka: {by['kafka']['error'] or by['odradek-disk']['error']}\n")
+
+    def kafka_ratio(values: dict) -> list[str]:
+        return [fmt_ratio(values.get(vs_kafka), values.get("kafka"))] if vs_kafka else []
+
+    vs_kafka_text = f" (and {titles[vs_kafka]} ÷ {titles['kafka']} in the last column)" if vs_kafka else ""
 
     # Throughput
     w(f"## Throughput ({rounds_text})\n")
     w("msgs/s (in brackets the lowest–highest round), payload MB/s (10^6 B/s) and that as a % of loopback "
-      "bandwidth, each the median over the rounds. Ratios: odradek ÷ best peer on median msgs/s, above 1 = "
-      "odradek faster. † = a round hit the time cap (its rate is over what was done in time). A row that "
-      "failed in round 1 was not run again.\n")
+      "bandwidth, each the median over the rounds. Ratios: odradek ÷ best peer on median msgs/s"
+      f"{vs_kafka_text}, above 1 = odradek faster. † = a round hit the time cap (its rate is over what was done "
+      "in time). A row that failed in round 1 was not run again.\n")
     w(head)
     w(sep)
     for key in throughput_keys():
@@ -519,7 +546,7 @@ def render(info: dict, cfg: Config, results: list[dict], loop: dict, wall_s: flo
             mark = " †" if m["capped"] else ""
             cells.append(f"{m['msgs_per_s']:,.0f}/s{spread_text}, {m['mb_per_s']:,.1f} MB/s{pct}{mark}{note}")
         best = best_peer(values, peers, True)
-        ratios = [fmt_ratio(values.get(k), best) for k in ours]
+        ratios = [fmt_ratio(values.get(k), best) for k in ours] + kafka_ratio(values)
         w(f"| {key} | " + " | ".join(cells) + " | " + " | ".join(ratios) + " |")
     w("")
 
@@ -548,7 +575,8 @@ def render(info: dict, cfg: Config, results: list[dict], loop: dict, wall_s: flo
 
     # Everything else
     w("## Latency, start-up, consumer group, memory\n")
-    w("Lower is better for every row here; ratios = odradek ÷ best (lowest) peer, below 1 = odradek better.\n")
+    w(f"Lower is better for every row here; ratios = odradek ÷ best (lowest) peer{vs_kafka_text}, below 1 = "
+      "odradek better.\n")
     w(head)
     w(sep)
 
@@ -571,16 +599,27 @@ def render(info: dict, cfg: Config, results: list[dict], loop: dict, wall_s: flo
                 extra = note(r) if note else None
                 cells.append(fmt(value) + (" " + notes.ref(f"{r['title']}, {label}: {extra}") if extra else ""))
         best = best_peer(values, peers, False)
-        w(f"| {label} | " + " | ".join(cells) + " | " + " | ".join(fmt_ratio(values.get(k), best) for k in ours) + " |")
+        ratios = [fmt_ratio(values.get(k), best) for k in ours] + kafka_ratio(values)
+        w(f"| {label} | " + " | ".join(cells) + " | " + " | ".join(ratios) + " |")
 
     def start_get(field):
         return lambda r: ((r["start"][field], None) if r.get("start") else (None, "not measured"))
 
+    def prepared(field):  # Apache Kafka's storage format, run before Popen(): named, not hidden
+        def note(r):
+            before = (r.get("start") or {}).get("prepare_s")
+            if not before or before < 0.05:
+                return None
+            return (f"from the broker's Popen(); before it, formatting the fresh log dir (`kafka-storage format`, "
+                    f"a JVM of its own) took {before * 1000:,.0f} ms more (format + start: "
+                    f"{(before + r['start'][field]) * 1000:,.0f} ms)")
+        return note
+
     n = cfg.start_repeats
     row(f"start → first accepted TCP connection (ms, median of {n})", start_get("accept_s"),
-        lambda v: f"{v * 1000:.1f}")
+        lambda v: f"{v * 1000:.1f}", note=prepared("accept_s"))
     row(f"start → first ApiVersions response (ms, median of {n})", start_get("api_s"),
-        lambda v: f"{v * 1000:.1f}")
+        lambda v: f"{v * 1000:.1f}", note=prepared("api_s"))
 
     def lat_get(field):
         def get(r):
@@ -716,9 +755,9 @@ def main() -> int:
     parser.add_argument("--clients", type=int, metavar="N", default=DEFAULT_CLIENTS,
                         help=f"client processes that run each throughput row together (default {DEFAULT_CLIENTS})")
     parser.add_argument("--only", metavar="KEYS",
-                        help="comma-separated subset of: odradek-disk, odradek-shm, odradek-asyncio, tansu, noida, "
-                             "cluster (the cluster part, bench/cluster.py), faults (bench/faults.py), "
-                             "security (bench/security.py)")
+                        help="comma-separated subset of: odradek-disk, odradek-shm, odradek-asyncio, tansu, kafka, "
+                             "noida, cluster (the cluster part, bench/cluster.py), faults (bench/faults.py), "
+                             "security (bench/security.py), native (bench/native.py)")
     parser.add_argument("--odradek-src", metavar="DIR", action="append", default=[],
                         help="one more column: odradek (disk) with DIR (another checkout's src, holding odradek/) "
                              "first on PYTHONPATH, counted as a peer; repeatable")
@@ -732,7 +771,7 @@ def main() -> int:
             saved = json.load(fh)
         cfg = Config(saved["quick"], saved["rounds"]["requested"], saved.get("clients", 1))
         print(report(saved["machine"], cfg, saved["brokers"], saved["loopback"], saved["wall_s"], saved["rounds"],
-                     saved.get("cluster"), saved.get("faults"), saved.get("security")))
+                     saved.get("cluster"), saved.get("faults"), saved.get("security"), saved.get("native")))
         return 0
     sources = []
     for src in args.odradek_src:
@@ -800,6 +839,13 @@ def main() -> int:
                 security_part = security_module().run(50_000 if cfg.quick else 200_000, 1000)
             except Exception as exc:  # the rest of the report stands without it
                 log(f"security part failed: {short(exc)}")
+        native_part = None
+        if wanted is None or "native" in wanted:
+            log(f"== native part ({time.monotonic() - t0:.0f} s into the run)")
+            try:
+                native_part = native_module().run(200_000 if cfg.quick else 1_000_000)
+            except Exception as exc:  # shown as n/a with the reason (e.g. no `go`)
+                native_part = {"na": short(exc)}
     finally:
         cfg.pool.close()
     results = list(results.values())
@@ -807,7 +853,7 @@ def main() -> int:
         for entry in r["throughput"].values():
             entry["median"] = median_over_rounds(entry["rounds"])
     wall = time.monotonic() - t0
-    text = report(info, cfg, results, loop, wall, run, cluster_part, faults_part, security_part)
+    text = report(info, cfg, results, loop, wall, run, cluster_part, faults_part, security_part, native_part)
     print(text)
     os.makedirs(args.out_dir, exist_ok=True)
     with open(os.path.join(args.out_dir, "latest.md"), "w") as fh:
@@ -815,7 +861,8 @@ def main() -> int:
     with open(os.path.join(args.out_dir, "latest.json"), "w") as fh:
         json.dump({"machine": info, "quick": cfg.quick, "clients": cfg.clients, "wall_s": wall, "loopback": loop,
                    "rounds": run, "peers": {k: v for k, v in peers.items()}, "brokers": results,
-                   "cluster": cluster_part, "faults": faults_part, "security": security_part}, fh, indent=2,
+                   "cluster": cluster_part, "faults": faults_part, "security": security_part,
+                   "native": native_part}, fh, indent=2,
                   default=str)
     log(f"wrote {os.path.join(args.out_dir, 'latest.md')} and latest.json; wall time {wall:.0f} s")
     return 0

@@ -187,7 +187,7 @@ class KafkaReference:
 
     def __init__(self, libs: Path | None = None, port: int | None = None, settings: dict[str, str] | None = None,
                  work_dir: Path | None = None, keep: bool = False, java: str | None = None,
-                 heap: str = HEAP) -> None:
+                 heap: str = HEAP, jvm_options: tuple[str, ...] = JVM_OPTIONS) -> None:
         self.libs = libs or install_status().libs
         self.port = port or free_port()
         self.controller_port = free_port()
@@ -195,6 +195,7 @@ class KafkaReference:
         self.keep = keep
         self.java = java or shutil.which("java") or "java"
         self.heap = heap
+        self.jvm_options = tuple(jvm_options)  # after -Xmx<heap>; bench/ passes kafka-server-start.sh's own
         self._own_dir = work_dir is None
         self.work_dir = Path(work_dir or tempfile.mkdtemp(prefix="odradek-kafka-"))
         self.proc: subprocess.Popen | None = None
@@ -214,11 +215,14 @@ class KafkaReference:
         return self.work_dir / "kafka.out"
 
     def _java(self, main: str, *args: str) -> list[str]:
-        return [self.java, f"-Xmx{self.heap}", *JVM_OPTIONS,
+        return [self.java, f"-Xmx{self.heap}", *self.jvm_options,
                 f"-Dlog4j2.configurationFile={self.work_dir / 'log4j2.properties'}",
                 "-cp", f"{self.libs}/*", main, *args]
 
-    def start(self, timeout: float = START_TIMEOUT_S) -> "KafkaReference":
+    def prepare(self, timeout: float = START_TIMEOUT_S) -> list[str]:
+        """What start() does before the broker's process: write server.properties and log4j2.properties into
+        the work dir and format its log dir (kafka-storage format). Returns the broker's argv
+        (kafka-server-start), for a caller that starts and times the process itself (bench/brokers.py)."""
         if not (self.libs / f"kafka_2.13-{kafka_version()}.jar").is_file():
             raise RuntimeError(install_status().reason or f"no Kafka jars in {self.libs}")
         t0 = time.monotonic()
@@ -226,14 +230,20 @@ class KafkaReference:
         props = self.work_dir / "server.properties"
         props.write_text(server_properties(self.port, self.controller_port, self.work_dir / "data", self.settings))
         (self.work_dir / "log4j2.properties").write_text(LOG4J2.format(log=self.log_path))
-        fmt = subprocess.run(self._java("kafka.tools.StorageTool", "format", "-t", random_cluster_id(),
+        # --cluster-id=ID, not -t ID: one random id in 64 begins with "-", which argparse takes for an option
+        fmt = subprocess.run(self._java("kafka.tools.StorageTool", "format", f"--cluster-id={random_cluster_id()}",
                                         "-c", str(props), "--ignore-formatted"),
                              capture_output=True, text=True, timeout=timeout)
         if fmt.returncode != 0:
             raise RuntimeError(f"kafka-storage format exited {fmt.returncode}: {fmt.stderr or fmt.stdout}")
         self.format_seconds = time.monotonic() - t0
+        return self._java("kafka.Kafka", str(props))
+
+    def start(self, timeout: float = START_TIMEOUT_S) -> "KafkaReference":
+        t0 = time.monotonic()
+        argv = self.prepare(timeout)
         out = open(self.out_path, "ab")
-        self.proc = subprocess.Popen(self._java("kafka.Kafka", str(props)), stdin=subprocess.DEVNULL, stdout=out,
+        self.proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=out,
                                      stderr=subprocess.STDOUT, preexec_fn=_die_with_parent)
         out.close()
         deadline = t0 + timeout
