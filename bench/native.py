@@ -63,7 +63,7 @@ def build(out_dir: str) -> str:
     """`go build` tests/franz into out_dir; the binary's path. RuntimeError without go or on failure."""
     go = find_go()
     if go is None:
-        raise RuntimeError("go not found (https://go.dev/dl/; tests/franz needs Go 1.26)")
+        raise RuntimeError("go not found (tests/franz needs Go 1.26)")
     binary = os.path.join(out_dir, "franz")
     r = subprocess.run([go, "build", "-o", binary, "."], cwd=FRANZ_SRC, env={**os.environ, "GOFLAGS": "-mod=mod"},
                        capture_output=True, text=True, timeout=BUILD_TIMEOUT_S)
