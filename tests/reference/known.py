@@ -39,9 +39,6 @@ KNOWN = [
     Known("offset-commit-unknown-group-with-member", r"error_code$", "3.9's classic group coordinator answers "
           "ILLEGAL_GENERATION to a commit with a generation for a group that does not exist; Kafka 4's new "
           "coordinator answers GROUP_ID_NOT_FOUND"),
-    Known("produce-transactional-without-add-partitions", r".", "KIP-890 verification (Kafka 4 refuses a "
-          "transactional write to a partition not added to the transaction) is not implemented yet: it belongs "
-          "to transactions v2"),
 ]
 
 
