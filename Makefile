@@ -5,7 +5,7 @@ PY := $(VENV)/bin/python
 VENV_STAMP := $(VENV)/.odradek-installed
 SYSTEM_STAMP := $(VENV)/.odradek-system-deps
 
-.PHONY: install venv bytecode system-deps reference run cluster test compat unit bench bench-spark pipeline clean
+.PHONY: install venv bytecode system-deps reference spark-kafka run cluster test compat unit bench bench-spark pipeline clean
 
 install: venv system-deps
 
@@ -38,6 +38,12 @@ export ODRADEK_REFERENCE_DIR
 reference:
 	bash reference/install.sh
 
+# Spark's own Kafka connector (spark-sql-kafka-0-10 for the installed pyspark) from Maven Central into a cache
+# outside the repository (odradek.spark.kafka_package; instant once there). A failed resolution warns and lets
+# `make test` go on: the tests of format("kafka") then skip with the reason.
+spark-kafka: venv system-deps
+	$(PY) -m odradek.spark.kafka_package >/dev/null
+
 run: venv bytecode
 	$(VENV)/bin/odradek serve --listen 127.0.0.1:9092 --data-dir ./data
 
@@ -46,8 +52,8 @@ cluster: venv bytecode system-deps
 	$(VENV)/bin/odradek cluster run --brokers 3 --base-port 9092 --data-dir ./data/cluster
 
 # The JUnit report feeds docs/compatibility.md: `make compat` after a test run.
-test: install reference bytecode
-	$(PY) -m pytest -q --junitxml=build/junit.xml
+test: install reference spark-kafka bytecode
+	$(PY) -m pytest -q --durations=30 --junitxml=build/junit.xml
 
 compat: venv
 	$(PY) tools/gen_compat.py --junit build/junit.xml
@@ -57,11 +63,12 @@ unit: venv bytecode
 
 # Side by side with peer brokers (installed on first run into bench/.peers/, never into $(VENV)).
 # `make bench BENCH_ARGS=--quick` for a ~4 minute run (the cluster part included); the report goes to bench/results/latest.md.
-bench: venv bytecode
+bench: venv bytecode reference
 	$(PY) bench/compare.py $(BENCH_ARGS)
 
-bench-spark: venv
-	$(PY) bench/spark_read.py
+# format("odradek") vs Spark's own format("kafka") (and a plain consumer) on one topic: `BENCH_SPARK_ARGS=--help`.
+bench-spark: venv bytecode spark-kafka
+	$(PY) bench/spark_read.py $(BENCH_SPARK_ARGS)
 
 # The clickstream PySpark pipeline against a running broker (`make run` in another shell).
 BOOTSTRAP ?= 127.0.0.1:9092

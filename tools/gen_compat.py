@@ -25,14 +25,18 @@ from odradek.broker.handlers import load_handlers  # noqa: E402
 from odradek.broker.registry import HANDLERS  # noqa: E402
 from odradek.protocol.api_keys import ApiKey  # noqa: E402
 
-# Test module -> (what it exercises, the PyPI distribution whose version is shown). Modules not listed
-# here still get a row, labelled with their name.
+# Test module, or "folder/module" where two folders hold a module of the same name -> (what it exercises,
+# the PyPI distribution whose version is shown). Modules not listed here still get a row, labelled with
+# their name.
 SUITES = {
     "test_confluent": ("confluent-kafka (librdkafka): produce/consume/admin", "confluent-kafka"),
     "test_kafka_python": ("kafka-python, v0/v1/v2 message formats", "kafka-python"),
     "test_aiokafka": ("aiokafka", "aiokafka"),
     "test_kcat": ("kcat (Debian, librdkafka)", None),
     "test_java": ("Java kafka-clients 3.9 (PyPI wheel)", None),
+    "test_java4": ("Java kafka-clients 4.4 (Maven Central): producer, consumer, admin, transactions, groups", None),
+    "test_franz": ("franz-go (kgo, kadm): produce/consume, cooperative-sticky groups, GroupTransactSession, admin", None),
+    "test_builtin_kafka": ("Spark's own Kafka connector (spark-sql-kafka-0-10) beside format(\"odradek\")", "pyspark"),
     "test_admin": ("admin APIs via confluent-kafka", "confluent-kafka"),
     "test_broker_semantics": ("broker semantics: retention, rolls, timestamps, long poll", None),
     "test_crash_safety": ("crash safety: kill -9, damaged segments", None),
@@ -50,6 +54,7 @@ SUITES = {
     "test_cluster_admin": ("cluster admin: topics, partitions, configs, elections", None),
     "test_differential": ("the same requests to Apache Kafka 4.4 and odradek, answers compared (docs/reference.md)", None),
     "test_quotas": ("client quotas: Java Admin, odradek quotas, throttled producer and consumer", None),
+    "unit/test_quotas": ("client quotas: precedence, sampled rates, throttle times", None),
     "test_client_matrix": ("confluent-kafka, kafka-python, aiokafka, kcat, Java over SCRAM-SHA-512, PLAIN, mTLS", None),
     "test_acl_every_api": ("every protected API as an unauthorised principal and as a super user", None),
     "test_java_security": ("Java client: mutual TLS, OAUTHBEARER (OIDC client credentials)", None),
@@ -162,7 +167,8 @@ def render(junit: Path | None) -> str:
         counts = junit_counts(junit)
         lines += ["| suite | exercises | version | passed | failed | skipped |", "|---|---|---|---|---|---|"]
         for (folder, module), c in sorted(counts.items()):
-            label, dist = SUITES.get(module, (module.removeprefix("test_").replace("_", " "), None))
+            label, dist = SUITES.get(f"{folder}/{module}") or SUITES.get(
+                module, (module.removeprefix("test_").replace("_", " "), None))
             lines.append(f"| `tests/{folder}/{module}.py` | {label} | {version_of(dist)} | "
                          f"{c['passed']} | {c['failed']} | {c['skipped']} |")
         total = sum(counts.values(), Counter())

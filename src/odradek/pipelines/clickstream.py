@@ -4,11 +4,13 @@
 
 * A generator produces JSON page views `{"page": "/cart", "user": "u17", "ts": <ms>}` to `pageviews`
   (key = user, record timestamp = event time), slightly out of order as real clicks are.
-* One streaming computation reads `pageviews` through `format("odradek")`, parses the events, sets a
+* One streaming computation reads `pageviews` through `format("odradek")` (or, with `--connector kafka`,
+  Spark's own `format("kafka")`; see CONNECTORS), parses the events, sets a
   watermark on event time and counts views per page and 1-minute window. Each window is emitted once,
   when the watermark closes it (append mode), to two sinks:
   - the topic `pageviews-per-minute` (key = page, value = JSON with window_start, window_end, page, count),
-    written exactly once with Kafka transactions when the broker supports them (`--exactly-once auto`);
+    written exactly once with Kafka transactions when the broker supports them (`--exactly-once auto`;
+    at least once through Spark's own Kafka sink, `--connector kafka`);
   - Parquet files under `--output` (Spark's file sink, exactly once through its own metadata log).
   The sinks are two Spark queries over the same DataFrame, each with its own checkpoint under
   `--checkpoint`, so each restarts from where it stopped.
@@ -39,6 +41,10 @@ PAGES = ["/", "/home", "/products", "/product/42", "/cart", "/checkout", "/searc
 WEIGHTS = [20, 15, 12, 10, 8, 5, 9, 3]
 EVENT_SCHEMA = "page STRING, user STRING, ts LONG"
 WINDOW_MS = 60_000
+# The source and sink format of the Kafka side: odradek's PySpark data source, or Spark's own Kafka connector
+# (the spark-sql-kafka-0-10 package: spark_session() puts the copy `make spark-kafka` cached on the classpath,
+# resolving it first if need be). Both take the same options; only odradek's sink writes exactly once.
+CONNECTORS = ("odradek", "kafka")
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -129,7 +135,22 @@ def expected_counts(events: Iterable[dict[str, Any]], watermark_ms: int) -> dict
 # ---------------------------------------------------------------------------------------------------
 
 
-def spark_session(master: str = "local[*]", app_name: str = "odradek-clickstream", extra: dict[str, str] | None = None) -> Any:
+def kafka_connector_conf() -> dict[str, str]:
+    """Session settings for Spark's own Kafka connector: its cached jars (resolved now if not yet); raises
+    RuntimeError with the reason where it cannot be had."""
+    from odradek.spark import kafka_package
+
+    status = kafka_package.resolve(quiet=True)
+    if not status.installed:
+        raise RuntimeError(f"--connector kafka needs Spark's Kafka connector: {status.reason}; "
+                           f"`make spark-kafka` retries, or start Spark with spark.jars.packages={kafka_package.coordinate()}")
+    if status.note:
+        log.warning("%s", status.note)
+    return kafka_package.spark_conf(status)
+
+
+def spark_session(master: str = "local[*]", app_name: str = "odradek-clickstream", extra: dict[str, str] | None = None,
+                  connector: str = "odradek") -> Any:
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
     from pyspark.sql import SparkSession
@@ -138,6 +159,8 @@ def spark_session(master: str = "local[*]", app_name: str = "odradek-clickstream
 
     builder = SparkSession.builder.master(master).appName(app_name)
     builder = builder.config("spark.sql.shuffle.partitions", "4").config("spark.sql.session.timeZone", "UTC")
+    if connector == "kafka":
+        builder = builder.config(map=kafka_connector_conf())
     for key, value in (extra or {}).items():
         builder = builder.config(key, value)
     spark = builder.getOrCreate()
@@ -146,11 +169,12 @@ def spark_session(master: str = "local[*]", app_name: str = "odradek-clickstream
 
 
 def page_counts(spark: Any, bootstrap: str, topic: str = INPUT_TOPIC, watermark: str = "1 minute",
-                max_offsets_per_trigger: int | None = None, starting_offsets: str = "earliest") -> Any:
-    """The streaming DataFrame of (window_start, window_end, page, count)."""
+                max_offsets_per_trigger: int | None = None, starting_offsets: str = "earliest",
+                connector: str = "odradek") -> Any:
+    """The streaming DataFrame of (window_start, window_end, page, count), read through `connector`."""
     from pyspark.sql import functions as F
 
-    reader = (spark.readStream.format("odradek").option("kafka.bootstrap.servers", bootstrap)
+    reader = (spark.readStream.format(connector).option("kafka.bootstrap.servers", bootstrap)
               .option("subscribe", topic).option("startingOffsets", starting_offsets))
     if max_offsets_per_trigger:
         reader = reader.option("maxOffsetsPerTrigger", str(max_offsets_per_trigger))
@@ -167,8 +191,12 @@ def page_counts(spark: Any, bootstrap: str, topic: str = INPUT_TOPIC, watermark:
 
 
 def start_sinks(counts: Any, bootstrap: str, output: str, checkpoint: str, output_topic: str = OUTPUT_TOPIC,
-                exactly_once: str = "auto", trigger: dict[str, Any] | None = None) -> list[Any]:
-    """Start the Kafka and Parquet sinks; returns the two StreamingQuery objects."""
+                exactly_once: str = "auto", trigger: dict[str, Any] | None = None,
+                connector: str = "odradek") -> list[Any]:
+    """Start the Kafka and Parquet sinks; returns the two StreamingQuery objects. With connector "kafka"
+    the topic is written by Spark's own Kafka sink, at least once (`exactly_once` must not be "true")."""
+    if connector == "kafka" and exactly_once == "true":
+        raise ValueError("Spark's own Kafka sink writes at least once: exactly once needs --connector odradek")
     from pyspark.sql import functions as F
 
     trigger = trigger or {"processingTime": "10 seconds"}
@@ -178,11 +206,12 @@ def start_sinks(counts: Any, bootstrap: str, output: str, checkpoint: str, outpu
             F.date_format("window_start", "yyyy-MM-dd'T'HH:mm:ss'Z'").alias("window_start"),
             F.date_format("window_end", "yyyy-MM-dd'T'HH:mm:ss'Z'").alias("window_end"),
             "page", "count")).alias("value"))
-    to_kafka = (as_record.writeStream.format("odradek").outputMode("append").queryName("clickstream-kafka")
-                .option("kafka.bootstrap.servers", bootstrap).option("topic", output_topic)
-                .option("exactlyOnce", exactly_once)
-                .option("checkpointLocation", str(Path(checkpoint) / "kafka"))
-                .trigger(**trigger).start())
+    writer = (as_record.writeStream.format(connector).outputMode("append").queryName("clickstream-kafka")
+              .option("kafka.bootstrap.servers", bootstrap).option("topic", output_topic)
+              .option("checkpointLocation", str(Path(checkpoint) / "kafka")))
+    if connector == "odradek":
+        writer = writer.option("exactlyOnce", exactly_once)
+    to_kafka = writer.trigger(**trigger).start()
     to_parquet = (counts.writeStream.format("parquet").outputMode("append").queryName("clickstream-parquet")
                   .option("path", output).option("checkpointLocation", str(Path(checkpoint) / "parquet"))
                   .trigger(**trigger).start())
@@ -225,17 +254,31 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--trigger-seconds", type=float, default=10.0)
     p.add_argument("--available-now", action="store_true", help="process what is there, then stop")
     p.add_argument("--max-offsets-per-trigger", type=int, default=None)
+    p.add_argument("--connector", choices=CONNECTORS, default="odradek",
+                   help='Kafka source and sink: format("odradek") or Spark\'s own format("kafka") (the '
+                        'spark-sql-kafka-0-10 package, resolved from Maven Central on first use; its sink is at '
+                        'least once) (default %(default)s)')
     p.add_argument("--exactly-once", choices=["auto", "true", "false"], default="auto",
-                   help="Kafka sink delivery: transactions (true), at least once (false), or probe (auto)")
+                   help="Kafka sink delivery: transactions (true), at least once (false), or probe (auto); "
+                        "--connector odradek only")
     p.add_argument("--duration", type=float, default=None, help="stop after this many seconds")
     p.add_argument("--log-level", default="INFO")
     return p
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if args.connector == "kafka" and args.exactly_once == "true":
+        parser.error("--exactly-once true needs --connector odradek: Spark's own Kafka sink writes at least once")
     logging.basicConfig(level=args.log_level.upper(), stream=sys.stderr,
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    if args.connector == "kafka":
+        try:
+            kafka_connector_conf()  # before any event is produced: the reason if the package cannot be had
+        except RuntimeError as exc:
+            log.error("%s", exc)
+            return 2
     ensure_topics(args.bootstrap)
     stop = threading.Event()
     generator: threading.Thread | None = None
@@ -251,13 +294,17 @@ def main(argv: list[str] | None = None) -> int:
         generator.start()
         log.info("generating %.0f page views/s to %s", args.rate, INPUT_TOPIC)
 
-    spark = spark_session(args.master)
+    try:
+        spark = spark_session(args.master, connector=args.connector)
+    except RuntimeError as exc:
+        log.error("%s", exc)
+        return 2
     spark.sparkContext.setLogLevel("WARN")
     counts = page_counts(spark, args.bootstrap, watermark=args.watermark,
-                         max_offsets_per_trigger=args.max_offsets_per_trigger)
+                         max_offsets_per_trigger=args.max_offsets_per_trigger, connector=args.connector)
     trigger = {"availableNow": True} if args.available_now else {"processingTime": f"{args.trigger_seconds} seconds"}
     queries = start_sinks(counts, args.bootstrap, args.output, args.checkpoint,
-                          exactly_once=args.exactly_once, trigger=trigger)
+                          exactly_once=args.exactly_once, trigger=trigger, connector=args.connector)
     log.info("clickstream running: %s -> %s and %s (Ctrl-C to stop)", INPUT_TOPIC, OUTPUT_TOPIC, args.output)
 
     def on_signal(_sig: int, _frame: Any) -> None:
