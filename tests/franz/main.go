@@ -34,6 +34,7 @@ var commands = map[string]func([]string) error{
 	"admin":    admin,
 	"bench":    bench,
 	"loopback": loopback,
+	"sessions": sessions,
 }
 
 func main() {
