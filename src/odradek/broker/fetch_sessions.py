@@ -32,6 +32,7 @@ from __future__ import annotations
 import random
 import time
 from dataclasses import dataclass, field
+from typing import Any
 
 from odradek.protocol.errors import ErrorCode
 
@@ -55,8 +56,10 @@ class SessionPartition:
     high_watermark: int = -2
     last_stable_offset: int = -2
     sent_log_start: int = -2
+    want: Any = None  # the fetch handler's reading of it, kept until the fetcher changes it
 
     def update(self, request: dict) -> None:
+        self.want = None
         self.fetch_offset = request["fetch_offset"]
         self.max_bytes = request["partition_max_bytes"]
         self.current_leader_epoch = request["current_leader_epoch"]

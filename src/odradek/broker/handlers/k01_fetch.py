@@ -100,7 +100,9 @@ async def fetch(ctx: RequestContext, request: dict) -> dict:
     else:
         may_read = lambda name: ctx.allowed(Op.READ, Res.TOPIC, name)  # noqa: E731
     wanted = _wanted(ctx, request, session, may_read)
-    entries, size, keys = _build(ctx, request, wanted)
+    # an incremental fetch leaves out what has nothing new: those partitions need not even be read
+    quiet = session.partitions if session is not None and request["session_epoch"] > 0 and not follower else None
+    entries, size, keys = _build(ctx, request, wanted, quiet)
     max_wait_s = min(max(request["max_wait_ms"], 0), MAX_WAIT_CAP_MS) / 1000.0
     deadline = time.monotonic() + max_wait_s
     while size < request["min_bytes"] and keys:
@@ -108,7 +110,7 @@ async def fetch(ctx: RequestContext, request: dict) -> dict:
         if remaining <= 0 or not ctx.connection.is_open:
             break
         await ctx.broker.wait_for_append(keys, remaining)
-        entries, size, keys = _build(ctx, request, wanted)
+        entries, size, keys = _build(ctx, request, wanted, quiet)
     if quotas.enabled and not follower and size:
         ctx.throttle_ms = max(ctx.throttle_ms, quotas.record(FETCH_QUOTA, *ctx.quota_client, size, now_ms()))
     if session is not None:
@@ -148,8 +150,9 @@ def _wanted(ctx: RequestContext, request: dict, session: FetchSession | None,
             name = topic["topic"]
         for part in topic["partitions"]:
             named.append((name, topic["topic_id"], part))
+    refusal = _refusals(ctx, may_read)
     if session is None:
-        return [_want(ctx, may_read, name, topic_id, part["partition"], part["fetch_offset"],
+        return [_want(name, refusal(name), ctx.api_version, topic_id, part["partition"], part["fetch_offset"],
                       part["partition_max_bytes"], part["current_leader_epoch"]) for name, topic_id, part in named]
     partitions = session.partitions
     if request["session_epoch"] > 0:
@@ -170,29 +173,52 @@ def _wanted(ctx: RequestContext, request: dict, session: FetchSession | None,
                                                part["log_start_offset"])
         else:
             cached.update(part)
-    return [_want(ctx, may_read, p.topic or None, p.topic_id, p.index, p.fetch_offset, p.max_bytes,
-                  p.current_leader_epoch, key) for key, p in partitions.items()]
+    out = []
+    for key, p in partitions.items():
+        name = p.topic or None
+        code = refusal(name)
+        want = p.want
+        if want is None or want.missing != code:  # new, changed by the fetcher, or its topic's standing changed
+            want = p.want = _want(name, code, ctx.api_version, p.topic_id, p.index, p.fetch_offset, p.max_bytes,
+                                  p.current_leader_epoch, key)
+        out.append(want)
+    return out
 
 
-def _want(ctx: RequestContext, may_read: Callable[[str], bool], name: str | None, topic_id: bytes, index: int,
-          fetch_offset: int, max_bytes: int, current_leader_epoch: int,
-          session_key: TopicPartition | None = None) -> Want:
+def _refusals(ctx: RequestContext, may_read: Callable[[str], bool]) -> Callable[[str | None], int]:
+    """A topic's refusal code (NONE: readable), asked once per topic of the fetch: a consumer of a thousand
+    partitions of one topic pays for one authorization and one lookup."""
     metadata = ctx.broker.metadata
-    if ctx.api_version >= 13:
-        missing = ErrorCode.UNKNOWN_TOPIC_ID
-    else:
-        missing = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
-    if name is not None and not may_read(name):  # asked before whether it exists, so that nothing leaks
-        return Want(name, topic_id, index, fetch_offset, max_bytes, current_leader_epoch,
-                    ErrorCode.TOPIC_AUTHORIZATION_FAILED, session_key)
-    if metadata.topic(name) is None:
-        name = name if ctx.api_version < 13 else None
-        return Want(name, topic_id, index, fetch_offset, max_bytes, current_leader_epoch, missing, session_key)
-    return Want(name, topic_id, index, fetch_offset, max_bytes, current_leader_epoch, ErrorCode.NONE, session_key)
+    missing = ErrorCode.UNKNOWN_TOPIC_ID if ctx.api_version >= 13 else ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+    known: dict[str | None, int] = {}
+
+    def refusal(name: str | None) -> int:
+        code = known.get(name)
+        if code is None:
+            if name is not None and not may_read(name):  # asked before whether it exists, so nothing leaks
+                code = ErrorCode.TOPIC_AUTHORIZATION_FAILED
+            elif metadata.topic(name) is None:
+                code = missing
+            else:
+                code = ErrorCode.NONE
+            known[name] = code
+        return code
+    return refusal
 
 
-def _build(ctx: RequestContext, request: dict, wanted: list[Want]) -> tuple[list[tuple[Want, dict]], int, list]:
-    """Return ((want, response entry) per partition, bytes of records in them, partitions worth waiting on)."""
+def _want(name: str | None, refusal: int, version: int, topic_id: bytes, index: int, fetch_offset: int,
+          max_bytes: int, current_leader_epoch: int, session_key: TopicPartition | None = None) -> Want:
+    if refusal not in (ErrorCode.NONE, ErrorCode.TOPIC_AUTHORIZATION_FAILED) and version >= 13:
+        name = None  # an unknown topic id has no name to answer with
+    return Want(name, topic_id, index, fetch_offset, max_bytes, current_leader_epoch, refusal, session_key)
+
+
+def _build(ctx: RequestContext, request: dict, wanted: list[Want],
+           quiet: dict[TopicPartition, SessionPartition] | None = None) -> tuple[list[tuple[Want, dict]], int, list]:
+    """Return ((want, response entry) per partition, bytes of records in them, partitions worth waiting on).
+    With ``quiet`` (an incremental fetch's session partitions), a partition read up to its end whose high
+    watermark, last stable offset and log start are those last sent gets no entry: the answer would leave it
+    out, and a consumer of many quiet partitions costs only this check for each."""
     broker = ctx.broker
     version = ctx.api_version
     remaining = min(request["max_bytes"] if version >= 3 else 0x7FFFFFFF, broker.config.int("fetch.max.bytes"))
@@ -223,6 +249,12 @@ def _build(ctx: RequestContext, request: dict, wanted: list[Want]) -> tuple[list
         else:
             upper = plog.last_stable_offset if read_committed else plog.high_watermark
         lso = plog.last_stable_offset
+        if quiet is not None and want.fetch_offset >= upper:
+            sent = quiet[want.session_key]
+            if (sent.high_watermark == plog.high_watermark and sent.last_stable_offset == lso
+                    and sent.sent_log_start == plog.log_start_offset):
+                keys.append((name, index))
+                continue
         entry = _partition(index, 0, plog.high_watermark, plog.log_start_offset, lso)
         limit = min(want.max_bytes, remaining)
         try:
