@@ -87,7 +87,18 @@ BROKER_PROPERTIES: dict[str, Property] = {
         Property("log.flush.interval.messages", _parse_int, LONG_MAX, _at_least(1)),
         Property("log.flush.interval.ms", _parse_int, None),
         Property("log.message.timestamp.type", str, "CreateTime", lambda v: v in ("CreateTime", "LogAppendTime")),
-        Property("log.cleanup.policy", str, "delete"),
+        Property("log.cleanup.policy", str, "delete",
+                 lambda v: set(v.replace(" ", "").split(",")) <= {"delete", "compact"} and v != ""),
+        # the log cleaner (storage/cleaner.py, docs/compaction.md); Kafka's names and defaults
+        Property("log.cleaner.enable", _parse_bool, True),
+        Property("log.cleaner.threads", _parse_int, 1, _at_least(1)),
+        Property("log.cleaner.dedupe.buffer.size", _parse_int, 134217728, _at_least(1024)),
+        Property("log.cleaner.io.max.bytes.per.second", float, 1.7976931348623157e308, lambda v: v > 0),
+        Property("log.cleaner.backoff.ms", _parse_int, 15000, _at_least(0)),
+        Property("log.cleaner.min.cleanable.ratio", float, 0.5, lambda v: 0.0 <= v <= 1.0),
+        Property("log.cleaner.delete.retention.ms", _parse_int, 86400000, _at_least(0)),
+        Property("log.cleaner.min.compaction.lag.ms", _parse_int, 0, _at_least(0)),
+        Property("log.cleaner.max.compaction.lag.ms", _parse_int, LONG_MAX, _at_least(1)),
         Property("min.insync.replicas", _parse_int, 1, _at_least(1)),
         Property("compression.type", str, "producer", lambda v: v == "producer" or v in COMPRESSION_TYPES),
         Property("group.min.session.timeout.ms", _parse_int, 6000, _at_least(1)),
@@ -271,6 +282,10 @@ class BrokerConfig:
             "flush.ms": str(flush_ms if flush_ms is not None else LONG_MAX),
             "min.insync.replicas": str(self.int("min.insync.replicas")),
             "unclean.leader.election.enable": str(self.get("unclean.leader.election.enable")).lower(),
+            "delete.retention.ms": str(self.int("log.cleaner.delete.retention.ms")),
+            "min.compaction.lag.ms": str(self.int("log.cleaner.min.compaction.lag.ms")),
+            "max.compaction.lag.ms": str(self.int("log.cleaner.max.compaction.lag.ms")),
+            "min.cleanable.dirty.ratio": str(self.get("log.cleaner.min.cleanable.ratio")),
             # Kafka 3.9's other topic configs, at its defaults: DescribeConfigs lists them and CreateTopics and
             # AlterConfigs take them, as clients and tools expect; STORED_ONLY_TOPIC_CONFIGS says which of them
             # odradek keeps without acting on
@@ -293,32 +308,28 @@ KAFKA_TOPIC_DEFAULTS: dict[str, str] = {
     "compression.gzip.level": "-1",
     "compression.lz4.level": "9",
     "compression.zstd.level": "3",
-    "delete.retention.ms": "86400000",
     "file.delete.delay.ms": "60000",
     "follower.replication.throttled.replicas": "",
     "leader.replication.throttled.replicas": "",
     "local.retention.bytes": "-2",
     "local.retention.ms": "-2",
-    "max.compaction.lag.ms": str(LONG_MAX),
     "message.downconversion.enable": "true",
     "message.format.version": "3.0-IV1",
     "message.timestamp.after.max.ms": str(LONG_MAX),
     "message.timestamp.before.max.ms": str(LONG_MAX),
     "message.timestamp.difference.max.ms": str(LONG_MAX),
-    "min.cleanable.dirty.ratio": "0.5",
-    "min.compaction.lag.ms": "0",
     "preallocate": "false",
     "remote.log.copy.disable": "false",
     "remote.log.delete.on.disable": "false",
     "remote.storage.enable": "false",
     "segment.jitter.ms": "0",
 }
-# Accepted and kept, with no effect on odradek (its storage has no cleaner, no tiers, no preallocation;
+# Accepted and kept, with no effect on odradek (its storage has no tiers, no preallocation;
 # message.format.version is deprecated in Kafka 3.x, which ignores it too).
 STORED_ONLY_TOPIC_CONFIGS = frozenset({
-    "compression.gzip.level", "compression.lz4.level", "compression.zstd.level", "delete.retention.ms",
-    "file.delete.delay.ms", "local.retention.bytes", "local.retention.ms", "max.compaction.lag.ms",
-    "message.format.version", "min.cleanable.dirty.ratio", "min.compaction.lag.ms", "preallocate",
+    "compression.gzip.level", "compression.lz4.level", "compression.zstd.level",
+    "file.delete.delay.ms", "local.retention.bytes", "local.retention.ms",
+    "message.format.version", "preallocate",
     "remote.log.copy.disable", "remote.log.delete.on.disable", "segment.jitter.ms",
 })
 
@@ -417,7 +428,9 @@ def log_config_for(effective: dict[str, str]) -> LogConfig:
         retention_bytes=int(effective["retention.bytes"]),
         flush_messages=None if flush_messages >= LONG_MAX else flush_messages,
         flush_ms=None if flush_ms >= LONG_MAX else flush_ms,
-    )
+    ).with_overrides({name: effective[name] for name in (
+        "cleanup.policy", "delete.retention.ms", "min.compaction.lag.ms", "max.compaction.lag.ms",
+        "min.cleanable.dirty.ratio") if name in effective})
 
 
 def read_properties(path: Path) -> dict[str, str]:

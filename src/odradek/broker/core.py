@@ -27,6 +27,7 @@ from odradek.cluster.partition import ReplicationError
 from odradek.cluster.replica_manager import ReplicaManager
 from odradek.cluster.topics import Topic
 from odradek.config import BrokerConfig, log_config_for
+from odradek.storage.cleaner import CleanerConfig
 from odradek.coordinator import OFFSETS_TOPIC, Coordinator
 from odradek.coordinator.persistence import OffsetsTopicLog, partition_for
 from odradek.coordinator.transactions import TXN_TOPIC, TransactionCoordinator
@@ -96,7 +97,11 @@ class Broker:
         self.topic_defaults = config.topic_defaults()
         self._effective_configs: dict[str, tuple[dict[str, str], dict[str, str]]] = {}
         self.metadata = MetadataCache()
-        self.logs = LogManager(data_dir, log_config_for(self.topic_defaults))
+        self.logs = LogManager(data_dir, log_config_for(self.topic_defaults), cleaner_config=CleanerConfig(
+            enable=bool(config.get("log.cleaner.enable")), threads=config.int("log.cleaner.threads"),
+            dedupe_buffer_size=config.int("log.cleaner.dedupe.buffer.size"),
+            io_max_bytes_per_second=float(config.get("log.cleaner.io.max.bytes.per.second")),  # type: ignore[arg-type]
+            backoff_ms=config.int("log.cleaner.backoff.ms")))
         self.logs.producer_id_expiration_ms = config.int("producer.id.expiration.ms")
         self.replicas = ReplicaManager(self.node_id, data_dir, self.logs, self.metadata, self.log_config,
                                        self.notify_append, config.int("replica.lag.time.max.ms"),

@@ -370,7 +370,7 @@ class ReplicaFetcher:
         if records:
             buf = records if isinstance(records, memoryview) else memoryview(records)
             try:
-                batches = validate_v2(buf)
+                batches = validate_v2(buf, compacted=True)  # a compacted leader's log has gaps
             except InvalidRecordError as exc:
                 log.error("%s-%d: invalid records from leader %d: %s", partition.topic, partition.index,
                           self.leader_id, exc)

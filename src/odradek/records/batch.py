@@ -128,12 +128,15 @@ def crc_is_valid(buf: bytes | bytearray | memoryview, pos: int, header: BatchHea
     return crc32c(memoryview(buf)[pos + _ATTRIBUTES_OFFSET:end]) == header.crc
 
 
-def validate_v2(buf: bytes | bytearray | memoryview, max_batch_bytes: int | None = None) -> list[tuple[int, BatchHeader]]:
+def validate_v2(buf: bytes | bytearray | memoryview, max_batch_bytes: int | None = None,
+                compacted: bool = False) -> list[tuple[int, BatchHeader]]:
     """Check that ``buf`` is a whole sequence of well-formed v2 batches and return (position, header) for each.
 
     Raises InvalidRecordError with CORRUPT_MESSAGE for a broken frame or CRC and INVALID_RECORD for a header
     whose fields contradict each other. ``max_batch_bytes`` is ``message.max.bytes``; the caller maps a
-    batch over it to MESSAGE_TOO_LARGE, so it is reported through ``BatchTooLarge``.
+    batch over it to MESSAGE_TOO_LARGE, so it is reported through ``BatchTooLarge``. ``compacted`` accepts
+    batches the log cleaner rewrote (storage/cleaner.py): fewer records than the last offset delta spans,
+    as a follower fetches them from a compacted leader.
     """
     view = memoryview(buf)
     total = len(view)
@@ -154,7 +157,8 @@ def validate_v2(buf: bytes | bytearray | memoryview, max_batch_bytes: int | None
             raise BatchTooLarge(size, max_batch_bytes)
         if crc32c(view[pos + _ATTRIBUTES_OFFSET:pos + size]) != header.crc:
             raise InvalidRecordError(CORRUPT_MESSAGE, f"CRC mismatch in batch at byte {pos}")
-        if header.records_count <= 0 or header.last_offset_delta != header.records_count - 1:
+        if header.records_count <= 0 or (header.last_offset_delta != header.records_count - 1 and not (
+                compacted and header.last_offset_delta > header.records_count - 1)):
             raise InvalidRecordError(
                 INVALID_RECORD,
                 f"batch has {header.records_count} records but last offset delta {header.last_offset_delta}",

@@ -404,6 +404,29 @@ def validate_produced(buf: bytes | bytearray | memoryview, max_batch_bytes: int 
     return batches
 
 
+def has_keyless_record(buf: bytes | bytearray | memoryview, batches: list[tuple[int, BatchHeader]]) -> bool:
+    """Whether a record of the (checked) batches has a null key: a compacted topic refuses it (INVALID_RECORD).
+
+    Reads each record's length, attributes, two deltas and key length, then jumps to the next record, so it
+    costs a few varint reads per record (plus the decompression of compressed batches)."""
+    for pos, header in batches:
+        body = memoryview(buf)[pos + HEADER_SIZE:pos + header.size]
+        if header.compression:
+            limit = _codecs.decompressed_limit(len(body), _codecs.READ_FLOOR_BYTES)
+            body = memoryview(_codecs.decompress(header.compression, body, limit=limit))
+        p = 0
+        for _ in range(header.records_count):
+            length, p = decode_varint(body, p)
+            end = p + length
+            p = decode_varint(body, p + 1)[1]  # attributes, timestamp delta
+            p = decode_varint(body, p)[1]  # offset delta
+            key_length, _ = decode_varint(body, p)
+            if key_length < 0:
+                return True
+            p = end
+    return False
+
+
 def decode_batch(buf: bytes | bytearray | memoryview, pos: int = 0) -> tuple[BatchHeader, list[Record]]:
     """Decode the v2 batch at ``pos``: header plus records with absolute offsets and timestamps.
 

@@ -27,7 +27,11 @@ TOPIC_CONFIG_FIELDS: dict[str, str] = {
     "retention.bytes": "retention_bytes",
     "flush.messages": "flush_messages",
     "flush.ms": "flush_ms",
+    "delete.retention.ms": "delete_retention_ms",
+    "min.compaction.lag.ms": "min_compaction_lag_ms",
+    "max.compaction.lag.ms": "max_compaction_lag_ms",
 }
+_FLOAT_FIELDS = {"min.cleanable.dirty.ratio": "min_cleanable_dirty_ratio"}
 
 
 @dataclass
@@ -41,6 +45,13 @@ class LogConfig:
     retention_bytes: int = -1  # log.retention.bytes / retention.bytes; negative = unlimited
     flush_messages: int | None = None  # log.flush.interval.messages (None = leave it to the OS)
     flush_ms: int | None = None  # log.flush.interval.ms (None = leave it to the OS)
+    # cleanup.policy: "delete" (retention), "compact" (the log cleaner, cleaner.py), or both
+    compact: bool = False
+    delete: bool = True
+    delete_retention_ms: int = 86_400_000  # log.cleaner.delete.retention.ms / delete.retention.ms
+    min_compaction_lag_ms: int = 0  # log.cleaner.min.compaction.lag.ms / min.compaction.lag.ms
+    max_compaction_lag_ms: int = LONG_MAX  # log.cleaner.max.compaction.lag.ms / max.compaction.lag.ms
+    min_cleanable_dirty_ratio: float = 0.5  # log.cleaner.min.cleanable.ratio / min.cleanable.dirty.ratio
 
     def __post_init__(self) -> None:
         if self.segment_bytes < MIN_SEGMENT_BYTES:
@@ -65,8 +76,16 @@ class LogConfig:
         A value of None removes nothing (the default stays); Kafka's "never" for the flush settings
         (Long.MAX_VALUE) becomes None.
         """
-        changes: dict[str, int | None] = {}
+        changes: dict[str, object] = {}
         for name, value in overrides.items():
+            if name == "cleanup.policy" and value is not None:
+                policies = set(str(value).replace(" ", "").split(","))
+                changes["compact"] = "compact" in policies
+                changes["delete"] = "delete" in policies
+                continue
+            if name in _FLOAT_FIELDS and value is not None:
+                changes[_FLOAT_FIELDS[name]] = float(value)
+                continue
             field_name = TOPIC_CONFIG_FIELDS.get(name)
             if field_name is None or value is None:
                 continue
@@ -75,4 +94,4 @@ class LogConfig:
                 changes[field_name] = None
             else:
                 changes[field_name] = number
-        return replace(self, **changes) if changes else self
+        return replace(self, **changes) if changes else self  # type: ignore[arg-type]

@@ -217,6 +217,8 @@ class LoadedLog:
 class LogLoader:
     """Opens the segments of one partition directory and makes them consistent (Kafka's LogLoader).
 
+    * Completes an interrupted swap of the log cleaner (``cleaner.complete_swaps``: ``*.cleaned`` files
+      deleted, ``*.log.swap`` files renamed into place over the segments they replace).
     * Sweeps leftovers: ``*.tmp`` files and index files whose .log is gone (a crash mid-delete).
     * Sealed segments: O(1) sanity check of the indexes; a failing one is recovered (CRC-validated scan,
       truncation, index rebuild), and if that cuts bytes off, every later segment is dropped, since offsets
@@ -315,6 +317,9 @@ class LogLoader:
         return state, index
 
     def _sweep_and_list(self) -> list[int]:
+        from .cleaner import complete_swaps  # cleaner imports this module
+
+        complete_swaps(self.directory)  # a log cleaner's swap cut short: finished, or its work dropped
         names = os.listdir(self.directory)
         bases = []
         log_stems = set()

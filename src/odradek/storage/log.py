@@ -28,6 +28,7 @@ from .loader import (
     write_file_atomically,
 )
 from .producer_state import CompletedTxn, DuplicateBatch, ProducerStateManager, read_marker
+from .cleaner import CleanerCheckpoint, CleaningResult, finish_swap, swap_in
 from .segment import FileRegion, LogSegment
 from .txn_index import AbortedTxn, TransactionIndex
 
@@ -162,6 +163,8 @@ class PartitionLog:
             leader_epoch_cache = LeaderEpochCache(directory)
         leader_epoch_cache.writer = self._write_file_later
         self.leader_epoch_cache = leader_epoch_cache
+        # bumped by every truncation: a cleaning planned before one must not be swapped in (cleaner.py)
+        self.cleaning_generation = 0
 
     @classmethod
     def open(cls, directory: Path, config: LogConfig, *, clean_shutdown: bool = False,
@@ -223,6 +226,10 @@ class PartitionLog:
     @property
     def config(self) -> LogConfig:
         return self._config
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
 
     @property
     def size_in_bytes(self) -> int:
@@ -623,10 +630,12 @@ class PartitionLog:
             last_sealed -= 1  # segment n may go only if the next one starts at or below the HW
         n = self._count_below_start()
         retention_ms = self._config.retention_ms
+        if not self._config.delete:  # cleanup.policy=compact alone: no time or size retention, as in Kafka
+            retention_ms = -1
         if retention_ms >= 0:
             while n < last_sealed and now_ms - self._segments[n].largest_timestamp_ms() > retention_ms:
                 n += 1
-        retention_bytes = self._config.retention_bytes
+        retention_bytes = self._config.retention_bytes if self._config.delete else -1
         if retention_bytes >= 0:
             excess = sum(s.size for s in self._segments[n:]) - retention_bytes
             while n < last_sealed and excess - self._segments[n].size >= 0:
@@ -658,6 +667,62 @@ class PartitionLog:
     def _checkpoint_start(self) -> Future:
         """Queue a write of the log start checkpoint (the value when the job runs: the newest)."""
         return self._submit(lambda: LogStartCheckpoint.write(self.directory, self._start))
+
+    # -- compaction (cleaner.py) ------------------------------------------------------------------------
+
+    def replace_segments(self, result: CleaningResult, now_ms: int) -> list[LogSegment] | None:
+        """Swap the cleaned groups of ``result`` in (cleaner.py, step 4) and checkpoint the cleaning; returns the
+        replaced segments (their fds are still open: the caller closes them later), or None when the log
+        changed since the cleaning was planned (a truncation, retention, closing): the cleaned files are then
+        deleted and nothing changes."""
+        task = result.task
+        positions = [] if not self._closed and task.generation == self.cleaning_generation else None
+        for group in result.groups:
+            if positions is None:
+                break
+            first = next((i for i, s in enumerate(self._segments) if s is group.sources[0].segment), None)
+            n = len(group.sources)
+            if (first is None or first + n >= len(self._segments)
+                    or any(self._segments[first + j] is not src.segment for j, src in enumerate(group.sources))
+                    or self._bases[first + n] != group.end):
+                positions = None
+                break
+            positions.append(first)
+        if positions is None:
+            for group in result.groups:
+                group.path.unlink(missing_ok=True)
+            return None
+        replaced: list[LogSegment] = []
+        with self._failure_is_fatal():
+            for group in reversed(result.groups):  # from the end: earlier positions stay valid
+                i = positions[result.groups.index(group)]
+                n = len(group.sources)
+                old = self._segments[i:i + n]
+                self.txn_index.merge_segments(group.base, [s.base_offset for s in old], group.end)
+                swap_in(self.directory, group)  # the commit point
+                for segment in reversed(old[1:]):
+                    segment.offset_index.drop_pending()
+                    segment.time_index.drop_pending()
+                    segment.remove_files()  # the fd stays open for fetches holding a region of it
+                for path in (old[0].offset_index.path, old[0].time_index.path):
+                    path.unlink(missing_ok=True)
+                old[0].offset_index.drop_pending()
+                old[0].time_index.drop_pending()
+                finish_swap(self.directory, group)
+                self.txn_index.forget_files([s.base_offset for s in old[1:]])
+                new = LogSegment.open(self.directory, group.base, self._config.index_interval_bytes)
+                new._rebuild_indexes()
+                new.next_offset = group.end
+                self._segments[i:i + n] = [new]
+                self._bases[i:i + n] = [group.base]
+                replaced.extend(old)
+            checkpoint = task.checkpoint
+            checkpoint.record(result.map_end, result.map_end, task.started_ms, self._config.delete_retention_ms,
+                              checkpoint.tombstone_horizon(task.started_ms, self._config.delete_retention_ms))
+            checkpoint.write(self.directory)
+        log.info("%s: cleaned [%d, %d): %d bytes read, %d written", self.directory, task.first_dirty,
+                 result.map_end, result.bytes_read, result.bytes_written)
+        return replaced
 
     # -- truncation (followers) -------------------------------------------------------------------------
 
@@ -756,6 +821,8 @@ class PartitionLog:
 
     def _after_truncation(self) -> None:
         """State that follows the segments after a truncation to ``self._end``."""
+        self.cleaning_generation += 1
+        CleanerCheckpoint.reset_to(self.directory, self._end)
         end = self._end
         self.producer_state.restore(self._segments, end, self.txn_index)
         self.leader_epoch_cache.truncate_from_end(end)

@@ -9,6 +9,7 @@ import shutil
 from pathlib import Path
 from typing import Callable
 
+from .cleaner import CleanerConfig, LogCleaner
 from .config import LogConfig
 from .flusher import LogFlusher
 from .loader import fsync_dir, write_file_atomically
@@ -59,7 +60,8 @@ class LogManager:
     PRODUCER_EXPIRATION_CHECK_MS = 600_000
     DELETION_INTENT_PREFIX = ".topic-deletion-"
 
-    def __init__(self, data_dir: Path, default_config: LogConfig, *, clock: Clock | None = None) -> None:
+    def __init__(self, data_dir: Path, default_config: LogConfig, *, clock: Clock | None = None,
+                 cleaner_config: CleanerConfig | None = None) -> None:
         self.data_dir = Path(data_dir)
         self.data_dir.mkdir(parents=True, exist_ok=True)
         self.default_config = default_config
@@ -67,6 +69,8 @@ class LogManager:
         self._logs: dict[tuple[str, int], PartitionLog] = {}
         self._closed = False
         self.flusher = LogFlusher()
+        # compaction of logs with cleanup.policy=compact (cleaner.py): threads of its own, swaps in ``tick``
+        self.cleaner = LogCleaner(cleaner_config or CleanerConfig())
         self.producer_id_expiration_ms = DEFAULT_EXPIRATION_MS
         self._next_producer_expiry_ms = self._clock() + self.PRODUCER_EXPIRATION_CHECK_MS
         marker = self.data_dir / self.CLEAN_SHUTDOWN_FILE
@@ -188,12 +192,17 @@ class LogManager:
                     plog.remove_expired_producers(now_ms, self.producer_id_expiration_ms)
             except Exception:
                 log.exception("periodic maintenance failed for %s-%d", *key)
+        try:
+            self.cleaner.tick(self._logs, now_ms)
+        except Exception:
+            log.exception("log cleaner tick failed")
 
     def close(self) -> None:
         """Seal and close every log, then write the clean-shutdown marker (only if all closed cleanly)."""
         if self._closed:
             return
         self._closed = True
+        self.cleaner.close()
         ok = True
         for key, plog in self._logs.items():
             try:

@@ -15,7 +15,7 @@ from bisect import bisect_left
 from pathlib import Path
 from typing import Iterable, NamedTuple
 
-from .loader import fsync_path
+from .loader import fsync_path, write_file_atomically
 from .segment import segment_file_name
 
 log = logging.getLogger(__name__)
@@ -100,7 +100,8 @@ class TransactionIndex:
             tmp = self.path(base).with_suffix(TXN_INDEX_SUFFIX + ".tmp")
             tmp.write_bytes(data)
             os.replace(tmp, self.path(base))
-        entries = sorted((t for ts in per_base.values() for t in ts), key=lambda t: t.last_offset)
+        # a set: a crash inside a cleaner's swap can leave an entry in two files (log cleaner, cleaner.py)
+        entries = sorted({t for ts in per_base.values() for t in ts}, key=lambda t: t.last_offset)
         self.entries = entries
         self._last_offsets = [t.last_offset for t in entries]
         self._bases = {b for b, ts in per_base.items() if ts or self.path(b).exists()}
@@ -160,6 +161,21 @@ class TransactionIndex:
         """fsync the file of every segment (a roll syncs its segment's own file through the log flusher)."""
         for base in self._bases:
             fsync_path(self.path(base))
+
+    def merge_segments(self, into: int, bases: list[int], end: int) -> None:
+        """The log cleaner replaces the segments ``bases`` (offsets [into, end)) by one at ``into``: its file
+        gets every entry whose marker lies in that range (written atomically, before the swap's commit
+        point); the other files go once the swap is done (``forget_files``)."""
+        entries = [t for t in self.entries if into <= t.last_offset < end]
+        if entries or self.path(into).exists():
+            write_file_atomically(self.path(into), b"".join(self._encode(t) for t in entries))
+            self._bases.add(into)
+
+    def forget_files(self, bases: list[int]) -> None:
+        """Delete the files of segments that no longer exist (their entries live on in another file)."""
+        for base in bases:
+            self.path(base).unlink(missing_ok=True)
+            self._bases.discard(base)
 
     def drop_segments_below(self, first_base: int) -> None:
         """Segments below ``first_base`` were deleted: delete their files and forget their entries."""

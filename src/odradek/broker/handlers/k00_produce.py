@@ -53,6 +53,10 @@ a new one. Not in the transaction → TRANSACTION_ABORTABLE (v11+; INVALID_TXN_S
 INVALID_PRODUCER_EPOCH, an unknown producer → INVALID_PRODUCER_ID_MAPPING; a coordinator that is busy
 (CONCURRENT_TRANSACTIONS), moving or unreachable → NOT_ENOUGH_REPLICAS, which producers retry.
 Nothing of a refused partition is written.
+Compacted topics (`cleanup.policy` holding `compact`, also when set later by (Incremental)AlterConfigs,
+read per request): a record set with a record whose key is null → INVALID_RECORD for the partition, nothing
+written, as Kafka does; the check walks each record's header varints (records/codec.py
+`has_keyless_record`), and other topics skip it. The log cleaner: storage/cleaner.py, docs/compaction.md.
 """
 
 import asyncio
@@ -69,7 +73,7 @@ from odradek.protocol.api_keys import ApiKey
 from odradek.protocol.errors import ErrorCode
 from odradek.records import legacy
 from odradek.records.batch import BatchHeader, InvalidRecordError, set_log_append_time
-from odradek.records.codec import recompress, validate_produced
+from odradek.records.codec import has_keyless_record, recompress, validate_produced
 from odradek.records.compression import COMPRESSION_TYPES
 from odradek.storage.producer_state import (
     InvalidProducerEpochError,
@@ -336,6 +340,9 @@ def _append(ctx: RequestContext, topic_name: str, index: int, records, acks: int
     if isinstance(checked, InvalidRecordError):
         return _result(index, checked.error_code, str(checked))
     buf, batches = checked
+    if "compact" in configs["cleanup.policy"] and has_keyless_record(buf, batches):
+        # Kafka's LogValidator: a compacted topic takes only keyed records; nothing of the set is written
+        return _result(index, ErrorCode.INVALID_RECORD, "Compacted topic cannot accept message without key")
     append_time = -1
     log_append = configs["message.timestamp.type"] == "LogAppendTime"
     if log_append:

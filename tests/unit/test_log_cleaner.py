@@ -1,0 +1,272 @@
+"""The log cleaner (storage/cleaner.py) at the storage level: what a cleaning keeps, its checkpoint, and
+recovery from a crash at each step of the swap."""
+
+from __future__ import annotations
+
+import os
+import threading
+from pathlib import Path
+
+import pytest
+
+from odradek.records.batch import iter_batches, validate_v2
+from odradek.records.codec import ABORT, COMMIT, build_batch, build_control_batch, decode_batch
+from odradek.storage import LogConfig, PartitionLog
+from odradek.storage import cleaner as cleaner_module
+from odradek.storage.cleaner import (
+    CleanerAborted,
+    CleanerCheckpoint,
+    Throttler,
+    clean,
+    finish_swap,
+    plan_cleaning,
+    swap_in,
+)
+
+NOW = 10_000_000
+
+
+class Clock:
+    def __init__(self, now: int = NOW) -> None:
+        self.now = now
+
+    def __call__(self) -> int:
+        return self.now
+
+
+def open_log(path: Path, clock: Clock, **config) -> PartitionLog:
+    config.setdefault("segment_bytes", 400)
+    return PartitionLog.open(path, LogConfig(compact=True, delete=False, **config), clock=clock)
+
+
+def put(plog: PartitionLog, *records: tuple[bytes | None, bytes | None], compression: int = 0, pid: int = -1,
+        seq: int = -1, transactional: bool = False) -> None:
+    buf = bytearray(build_batch([(k, v, [], NOW) for k, v in records], compression=compression, producer_id=pid,
+                                producer_epoch=0 if pid >= 0 else -1, base_sequence=seq,
+                                transactional=transactional))
+    plog.append(buf, validate_v2(buf))
+    plog.update_high_watermark(plog.log_end_offset)
+
+
+def marker(plog: PartitionLog, pid: int, commit: bool) -> None:
+    buf = bytearray(build_control_batch(COMMIT if commit else ABORT, pid, 0, 0, NOW))
+    plog.append_marker(buf, validate_v2(buf)[0][1], not commit, 0)
+    plog.update_high_watermark(plog.log_end_offset)
+
+
+def records(plog: PartitionLog) -> list[tuple[int, bytes | None, bytes | None]]:
+    """(offset, key, value) of every data record from the log start, across gaps and segments."""
+    out = []
+    offset = plog.log_start_offset
+    while offset < plog.log_end_offset:  # bounded: every read moves past at least one batch
+        data = plog.read(offset, 1 << 20)
+        if not data:
+            break
+        batches = list(iter_batches(data))
+        validate_v2(data, compacted=True)  # CRCs of rewritten batches hold
+        for pos, header in batches:
+            if not header.is_control:
+                out += [(r.offset, r.key, r.value) for r in decode_batch(data, pos)[1] if r.offset >= offset]
+            offset = header.last_offset + 1
+    return out
+
+
+def run_cleaning(plog: PartitionLog, clock: Clock, capacity: int = 1 << 20) -> cleaner_module.CleaningResult:
+    task = plan_cleaning(plog, clock(), force=True)
+    assert task is not None
+    return clean(task, capacity, Throttler(float("inf"), threading.Event()))
+
+
+def clean_now(plog: PartitionLog, clock: Clock, capacity: int = 1 << 20) -> list:
+    replaced = plog.replace_segments(run_cleaning(plog, clock, capacity), clock())
+    assert replaced is not None
+    for segment in replaced:
+        segment.close()
+    return replaced
+
+
+def fill(plog: PartitionLog, rounds: int = 6, keys: int = 4) -> dict[bytes, bytes]:
+    latest = {}
+    for r in range(rounds):
+        for k in range(keys):
+            key, value = b"k%d" % k, b"v%d-%d" % (k, r)
+            put(plog, (key, value))
+            latest[key] = value
+    return latest
+
+
+def test_latest_value_per_key_survives_offsets_kept(tmp_path: Path) -> None:
+    clock = Clock()
+    plog = open_log(tmp_path / "t-0", clock)
+    latest = fill(plog)
+    before = records(plog)
+    assert plog.segment_count > 2
+    end = plog.log_end_offset
+    clean_now(plog, clock)
+    after = records(plog)
+    assert plog.log_end_offset == end
+    assert len(after) < len(before)
+    assert {k: v for _, k, v in after} == latest
+    assert set(after) <= set(before)  # offsets and values unchanged, only fewer
+    cleaned_below = CleanerCheckpoint.read(plog.directory).first_dirty
+    keys_below = [k for o, k, _ in after if o < cleaned_below]
+    assert len(keys_below) == len(set(keys_below))  # one record per key in the cleaned part
+    # reading from an offset inside a gap gives the next record
+    gap = next(o for o in range(end) if o not in {o for o, _, _ in after})
+    data = plog.read(gap, 1 << 20)
+    assert data and next(iter_batches(data))[1].last_offset >= gap
+    plog.close()
+    reopened = open_log(tmp_path / "t-0", clock)
+    assert records(reopened) == after
+    reopened.close()
+
+
+def test_compressed_batch_is_rebatched_with_its_header(tmp_path: Path) -> None:
+    clock = Clock()
+    plog = open_log(tmp_path / "t-0", clock, segment_bytes=1 << 20)
+    put(plog, (b"a", b"1"), (b"b", b"1"), (b"c", b"1"), compression=1)  # gzip, offsets 0-2
+    put(plog, (b"b", b"2"), compression=1)
+    plog._roll()
+    put(plog, (b"z", b"active"))
+    clean_now(plog, clock)
+    data = plog.read(0, 1 << 20)
+    (pos, header), *_ = list(iter_batches(data))
+    assert (header.base_offset, header.last_offset, header.records_count, header.compression) == (0, 2, 2, 1)
+    assert [(r.offset, r.key) for r in decode_batch(data, pos)[1]] == [(0, b"a"), (2, b"c")]
+    assert [(o, k, v) for o, k, v in records(plog)] == [(0, b"a", b"1"), (2, b"c", b"1"), (3, b"b", b"2"),
+                                                          (4, b"z", b"active")]
+    plog.close()
+
+
+def test_tombstones_go_only_after_delete_retention(tmp_path: Path) -> None:
+    clock = Clock()
+    plog = open_log(tmp_path / "t-0", clock, delete_retention_ms=60_000)
+    fill(plog, rounds=2)
+    put(plog, (b"k1", None))
+    fill(plog, rounds=1, keys=0)
+    for i in range(12):
+        put(plog, (b"x%d" % i, b"filler"))
+    clean_now(plog, clock)
+    assert (b"k1", None) in [(k, v) for _, k, v in records(plog)]
+    clock.now += 30_000
+    clean_now(plog, clock)
+    assert (b"k1", None) in [(k, v) for _, k, v in records(plog)]  # only 30 s after the first cleaning
+    clock.now += 31_000
+    clean_now(plog, clock)
+    keys = [k for _, k, _ in records(plog)]
+    assert b"k1" not in keys and b"k0" in keys
+    plog.close()
+
+
+def test_bounded_offset_map_cleans_in_steps(tmp_path: Path) -> None:
+    clock = Clock()
+    plog = open_log(tmp_path / "t-0", clock)
+    latest = fill(plog, rounds=4, keys=6)
+    for i in range(8):
+        put(plog, (b"y", b"%d" % i))
+    result = run_cleaning(plog, clock, capacity=3)
+    assert result.map_end < result.task.cleanable_end
+    assert plog.replace_segments(result, clock()) is not None
+    latest[b"y"] = b"7"
+    for _ in range(10):  # bounded: every step moves the first dirty offset
+        if CleanerCheckpoint.read(plog.directory).first_dirty >= plog._bases[-1]:
+            break
+        clean_now(plog, clock, capacity=3)
+    assert {k: v for _, k, v in records(plog)} == latest
+    plog.close()
+
+
+def test_aborted_data_removed_committed_kept_markers_kept(tmp_path: Path) -> None:
+    clock = Clock()
+    plog = open_log(tmp_path / "t-0", clock, segment_bytes=1 << 20)
+    put(plog, (b"a", b"aborted"), pid=7, seq=0, transactional=True)
+    put(plog, (b"b", b"aborted"), pid=7, seq=1, transactional=True)
+    marker(plog, 7, commit=False)
+    put(plog, (b"a", b"committed"), pid=7, seq=2, transactional=True)
+    marker(plog, 7, commit=True)
+    for i in range(6):  # the producer's cached batches (last 5) are kept whole: push the aborted ones out
+        put(plog, (b"n%d" % i, b"x"), pid=7, seq=3 + i)
+    plog._roll()
+    put(plog, (b"z", b"active"))
+    assert plog.aborted_transactions(0, plog.log_end_offset)
+    clean_now(plog, clock)
+    kept = [(k, v) for _, k, v in records(plog)]
+    assert (b"a", b"aborted") not in kept and (b"b", b"aborted") not in kept
+    assert (b"a", b"committed") in kept
+    data = plog.read(0, 1 << 20)
+    assert sum(1 for _, h in iter_batches(data) if h.is_control) == 2
+    assert plog.aborted_transactions(0, plog.log_end_offset)  # the index entry stays with its marker
+    plog.close()
+    reopened = open_log(tmp_path / "t-0", clock)
+    assert [(k, v) for _, k, v in records(reopened)] == kept
+    assert reopened.aborted_transactions(0, reopened.log_end_offset)
+    reopened.close()
+
+
+@pytest.mark.parametrize("crash_at", ["cleaned", "swap-end", "committed", "renamed"])
+def test_crash_during_the_swap_loses_nothing(tmp_path: Path, crash_at: str) -> None:
+    clock = Clock()
+    path = tmp_path / "t-0"
+    plog = open_log(path, clock)
+    latest = fill(plog)
+    before = records(plog)
+    result = run_cleaning(plog, clock)
+    group = result.groups[0]
+    if crash_at != "cleaned":
+        stem = f"{group.base:020d}"
+        if crash_at == "swap-end":
+            (path / f"{stem}.swap-end").write_text(f"{group.end}\n")
+        else:
+            swap_in(path, group)
+            if crash_at == "renamed":  # old segments partly deleted, swap renamed into place
+                later = [s for s in group.sources[1:]]
+                if later:
+                    for suffix in (".log", ".index"):
+                        (path / f"{later[-1].base:020d}{suffix}").unlink(missing_ok=True)
+                finish_swap(path, group)
+    # kill -9: nothing closed cleanly, the in-memory log is abandoned
+    for segment in plog._segments:
+        segment.close()
+    reopened = PartitionLog.open(path, LogConfig(compact=True, delete=False, segment_bytes=400), clock=clock)
+    after = records(reopened)
+    assert {k: v for _, k, v in after} == latest
+    assert set(after) <= set(before)
+    if crash_at in ("cleaned", "swap-end"):
+        assert after == before  # rolled back
+    else:
+        assert len(after) < len(before)  # completed
+    assert not [p for p in path.iterdir() if p.name.endswith((".cleaned", ".swap", ".swap-end"))]
+    reopened.close()
+
+
+def test_a_truncation_meanwhile_drops_the_cleaning(tmp_path: Path) -> None:
+    clock = Clock()
+    plog = open_log(tmp_path / "t-0", clock)
+    fill(plog)
+    result = run_cleaning(plog, clock)
+    plog.truncate_to(plog.log_end_offset - 2)
+    assert plog.replace_segments(result, clock()) is None
+    assert not [p for p in plog.directory.iterdir() if p.name.endswith(".cleaned")]
+    plog.close()
+
+
+def test_throttle_stops_when_the_cleaner_closes() -> None:
+    stop = threading.Event()
+    throttler = Throttler(10.0, stop)
+    throttler.account(5)
+    stop.set()
+    with pytest.raises(CleanerAborted):
+        throttler.account(1000)
+
+
+def test_checkpoint_history_merges_old_entries(tmp_path: Path) -> None:
+    checkpoint = CleanerCheckpoint()
+    checkpoint.record(10, 10, 1000, 500)
+    checkpoint.record(20, 20, 1200, 500)
+    checkpoint.record(30, 30, 2000, 500)
+    assert checkpoint.history == [(20, 1200), (30, 2000)]
+    assert checkpoint.tombstone_horizon(2000, 500) == 20
+    checkpoint.write(tmp_path)
+    assert CleanerCheckpoint.read(tmp_path) == checkpoint
+    os.remove(tmp_path / "cleaner-offset-checkpoint")
+    assert CleanerCheckpoint.read(tmp_path).first_dirty == 0
