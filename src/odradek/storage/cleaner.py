@@ -569,6 +569,9 @@ class LogCleaner:
         self._retired: list[tuple[int, list]] = []  # (close at ms, replaced LogSegments)
         self._next_scan_ms = 0
         self.cleanings = 0  # completed and applied, for tests and logs
+        # topics compacted otherwise: the coordinators' logs keep their own snapshots
+        # (coordinator/persistence.py maybe_compact), which a second compaction would only duplicate
+        self.excluded_topics: frozenset[str] = frozenset({"__consumer_offsets", "__transaction_state"})
 
     def tick(self, logs: dict, now_ms: int) -> None:
         for key, (plog, future) in list(self._running.items()):
@@ -597,7 +600,7 @@ class LogCleaner:
         self._next_scan_ms = now_ms + self.config.backoff_ms
         candidates = []
         for key, plog in logs.items():
-            if key in self._running or not plog.config.compact or plog.closed:
+            if key in self._running or not plog.config.compact or plog.closed or key[0] in self.excluded_topics:
                 continue
             try:
                 ratio, overdue = dirty_ratio(plog, now_ms)
