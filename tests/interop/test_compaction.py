@@ -213,9 +213,10 @@ def test_transactions_through_compaction(broker_factory, topic_name):
 @pytest.mark.timeout(150)
 @pytest.mark.parametrize("kill_when", ["while-cleaned-written", "after-a-swap"])
 def test_kill_9_during_cleaning_loses_nothing(broker_factory, topic_name, kill_when):
-    # a throttled cleaner: ~2 KiB/s, so a cleaning of ~40 KiB of segments takes long enough to be caught
+    # a throttled cleaner: reading ~30 KiB for the map, then reading and writing them again, takes seconds
+    # at 5 KB/s, so the kill lands while the .cleaned file is being written
     slow = {**FAST_CLEANER, "log.cleaner.io.max.bytes.per.second": "20000" if kill_when == "after-a-swap"
-            else "2000", "log.flush.interval.messages": "1"}
+            else "5000", "log.flush.interval.messages": "1"}
     broker = broker_factory(slow)
     create_topic(broker.bootstrap, topic_name, COMPACTED)
     items = rounds(6, 40)

@@ -270,3 +270,28 @@ def test_checkpoint_history_merges_old_entries(tmp_path: Path) -> None:
     assert CleanerCheckpoint.read(tmp_path) == checkpoint
     os.remove(tmp_path / "cleaner-offset-checkpoint")
     assert CleanerCheckpoint.read(tmp_path).first_dirty == 0
+
+
+@pytest.mark.parametrize("compression", [0, 1, 3])
+def test_keyless_record_detection(compression: int) -> None:
+    from odradek.records.codec import has_keyless_record
+
+    keyed = bytearray(build_batch([(b"k", b"v", [], NOW), (b"k2", None, [("h", b"x")], NOW)], compression=compression))
+    keyless = bytearray(build_batch([(b"k", b"v", [], NOW), (None, b"v", [], NOW)], compression=compression))
+    assert not has_keyless_record(keyed, validate_v2(keyed))
+    both = keyed + keyless
+    assert has_keyless_record(both, validate_v2(both))
+
+
+def test_rebatched_batches_pass_only_the_compacted_validation(tmp_path: Path) -> None:
+    clock = Clock()
+    plog = open_log(tmp_path / "t-0", clock, segment_bytes=1 << 20)
+    put(plog, (b"a", b"1"), (b"b", b"1"), (b"a", b"2"))
+    plog._roll()
+    put(plog, (b"z", b"active"))
+    clean_now(plog, clock)
+    data = plog.read(0, 1 << 20)
+    with pytest.raises(Exception):
+        validate_v2(data)  # a producer may not send such a batch
+    assert [h.records_count for _, h in validate_v2(data, compacted=True)] == [2, 1]
+    plog.close()
