@@ -115,6 +115,13 @@ def test_latest_value_per_key_survives_offsets_kept(tmp_path: Path) -> None:
     gap = next(o for o in range(end) if o not in {o for o, _, _ in after})
     data = plog.read(gap, 1 << 20)
     assert data and next(iter_batches(data))[1].last_offset >= gap
+    names = {p.name for p in plog.directory.iterdir()}
+    assert not [n for n in names if n.endswith((".cleaned", ".swap", ".swap-end"))]
+    for name in names:  # the thread's indexes were installed beside every segment
+        if name.endswith(".log"):
+            assert {name[:-4] + ".index", name[:-4] + ".timeindex"} <= names
+    # a timestamp lookup and an offset lookup through the installed indexes
+    assert plog.find_batch_by_timestamp(NOW) is not None
     plog.close()
     reopened = open_log(tmp_path / "t-0", clock)
     assert records(reopened) == after

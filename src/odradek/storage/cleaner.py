@@ -45,8 +45,10 @@ What a cleaning does, for one partition
    b. ``{base}.swap-end`` is written (atomically): the offset where the group ends (next segment's base);
    c. ``{base}.log.cleaned`` is renamed to ``{base}.log.swap``; directory fsynced — the commit point;
    d. the group's other segments lose their files (.log first, newest first), and ``{base}``'s indexes;
-   e. ``{base}.log.swap`` is renamed over ``{base}.log``; directory fsynced; the indexes (offset, time) of
-      the new segment are rebuilt from its batches and fsynced; ``{base}.swap-end`` is removed.
+   e. ``{base}.log.swap`` is renamed over ``{base}.log``; directory fsynced; ``{base}.swap-end`` removed;
+   f. the indexes the cleaner thread built beside the cleaned log (``{base}.index.cleaned``,
+      ``{base}.timeindex.cleaned``, fsynced) are renamed into place; directory fsynced. (A crash before
+      leaves the segment without indexes: the loader rebuilds them.)
 
    Recovery (loader.py, ``complete_swaps``): every ``*.cleaned`` file is deleted (the cleaning is lost,
    nothing else); for each ``{base}.log.swap`` the segments with a base in [base, swap-end) are deleted and
@@ -91,9 +93,16 @@ from odradek.records.batch import HEADER, HEADER_SIZE, LOG_OVERHEAD, BatchHeader
 from odradek.records.codec import decode_varint
 
 from .config import INT32_MAX
-from .index import write_all
+from .index import OffsetIndex, TimeIndex, write_all
 from .loader import fsync_dir, fsync_path, write_file_atomically
-from .segment import ChunkedBatchReader
+from .segment import (
+    INDEX_SUFFIX,
+    LOG_SUFFIX,
+    TIME_INDEX_SUFFIX,
+    ChunkedBatchReader,
+    LogSegment,
+    parse_segment_file_name,
+)
 
 if TYPE_CHECKING:
     from .log import PartitionLog
@@ -194,6 +203,7 @@ class CleaningTask:
     keep_whole: frozenset[int]  # last offsets of batches kept as they are (producer state's cached batches)
     tombstone_horizon: int
     max_segment_bytes: int
+    index_interval: int
     generation: int  # PartitionLog.cleaning_generation when planned (truncations bump it)
     checkpoint: CleanerCheckpoint
     delete_retention_ms: int
@@ -300,7 +310,8 @@ def plan_cleaning(plog: "PartitionLog", now_ms: int, force: bool = False) -> Cle
         directory=plog.directory, segments=sources, first_dirty=first_dirty, cleanable_end=end,
         aborted=plog.txn_index.collect(plog._bases[0], end), keep_whole=keep,
         tombstone_horizon=min(checkpoint.tombstone_horizon(now_ms, plog.config.delete_retention_ms), first_dirty),
-        max_segment_bytes=plog.config.max_segment_bytes, generation=plog.cleaning_generation,
+        max_segment_bytes=plog.config.max_segment_bytes, index_interval=plog.config.index_interval_bytes,
+        generation=plog.cleaning_generation,
         checkpoint=checkpoint, delete_retention_ms=plog.config.delete_retention_ms, started_ms=now_ms)
 
 
@@ -500,11 +511,13 @@ def clean(task: CleaningTask, capacity: int, throttler: Throttler) -> CleaningRe
                 os.fsync(fd)
             finally:
                 os.close(fd)
+            _write_indexes(task, group[0].base, path)
         fsync_dir(task.directory)
         return result
     except BaseException:
         for group in written:
-            group.path.unlink(missing_ok=True)
+            for cleaned in cleaned_paths(group):
+                cleaned.unlink(missing_ok=True)
         raise
     finally:
         for source in task.segments:
@@ -512,6 +525,43 @@ def clean(task: CleaningTask, capacity: int, throttler: Throttler) -> CleaningRe
                 os.close(source.fd)
             except OSError:
                 pass
+
+
+def cleaned_paths(group: CleanedGroup) -> list[Path]:
+    """The .cleaned files of a group: its log, then its offset and time index."""
+    stem = f"{group.base:020d}"
+    return [group.path] + [group.path.with_name(f"{stem}{suffix}{CLEANED_SUFFIX}")
+                           for suffix in (INDEX_SUFFIX, TIME_INDEX_SUFFIX)]
+
+
+def _write_indexes(task: CleaningTask, base: int, log_path: Path) -> None:
+    """The offset and time index of a cleaned segment, built here on the cleaner thread (so the swap on the
+    event loop only renames them), as ``{base}.index.cleaned`` and ``{base}.timeindex.cleaned``, fsynced."""
+    stem = f"{base:020d}"
+    fd = os.open(log_path, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
+    segment = LogSegment(task.directory, base, fd, os.fstat(fd).st_size, task.index_interval)
+    try:
+        segment.offset_index = OffsetIndex(task.directory / f"{stem}{INDEX_SUFFIX}{CLEANED_SUFFIX}")
+        segment.time_index = TimeIndex(task.directory / f"{stem}{TIME_INDEX_SUFFIX}{CLEANED_SUFFIX}")
+        segment.begin_rebuild()
+        for pos, header in segment.walk(0):
+            segment.observe(pos, header)
+        segment.end_rebuild()  # writes, fsyncs and closes both
+    finally:
+        segment.close()
+
+
+def install_indexes(directory: Path, base: int) -> bool:
+    """Swap, after step e: the indexes built by the cleaner thread renamed into place (False: missing, the
+    caller rebuilds them). A crash before leaves no index, which the loader rebuilds."""
+    stem = f"{base:020d}"
+    try:
+        for suffix in (INDEX_SUFFIX, TIME_INDEX_SUFFIX):
+            os.replace(directory / f"{stem}{suffix}{CLEANED_SUFFIX}", directory / f"{stem}{suffix}")
+    except FileNotFoundError:
+        return False
+    fsync_dir(directory)
+    return True
 
 
 def _clean_batch(header: BatchHeader, batch: bytes, offsets: dict[bytes, int], aborted: _Aborted,
@@ -648,7 +698,8 @@ class LogCleaner:
             except BaseException:
                 continue
             for group in result.groups:
-                group.path.unlink(missing_ok=True)
+                for cleaned in cleaned_paths(group):
+                    cleaned.unlink(missing_ok=True)
         self._running.clear()
         self._close_retired(0, everything=True)
 
@@ -658,8 +709,6 @@ class LogCleaner:
 def complete_swaps(directory: Path) -> None:
     """Loader: delete ``*.cleaned`` files, complete every ``{base}.log.swap`` (module docstring, step 4),
     delete stray ``.swap-end`` files. Runs before the segments are listed."""
-    from .segment import INDEX_SUFFIX, LOG_SUFFIX, TIME_INDEX_SUFFIX, parse_segment_file_name
-
     names = os.listdir(directory)
     changed = False
     for name in names:

@@ -28,7 +28,7 @@ from .loader import (
     write_file_atomically,
 )
 from .producer_state import CompletedTxn, DuplicateBatch, ProducerStateManager, read_marker
-from .cleaner import CleanerCheckpoint, CleaningResult, finish_swap, swap_in
+from .cleaner import CleanerCheckpoint, CleaningResult, cleaned_paths, finish_swap, install_indexes, swap_in
 from .segment import FileRegion, LogSegment
 from .txn_index import AbortedTxn, TransactionIndex
 
@@ -690,7 +690,8 @@ class PartitionLog:
             positions.append(first)
         if positions is None:
             for group in result.groups:
-                group.path.unlink(missing_ok=True)
+                for path in cleaned_paths(group):
+                    path.unlink(missing_ok=True)
             return None
         replaced: list[LogSegment] = []
         with self._failure_is_fatal():
@@ -711,7 +712,10 @@ class PartitionLog:
                 finish_swap(self.directory, group)
                 self.txn_index.forget_files([s.base_offset for s in old[1:]])
                 new = LogSegment.open(self.directory, group.base, self._config.index_interval_bytes)
-                new._rebuild_indexes()
+                if install_indexes(self.directory, group.base) and new.indexes_look_sane(group.end):
+                    new.adopt_sealed_state(group.end)
+                else:
+                    new._rebuild_indexes()  # on the loop: only when the thread's indexes went missing
                 new.next_offset = group.end
                 self._segments[i:i + n] = [new]
                 self._bases[i:i + n] = [group.base]
