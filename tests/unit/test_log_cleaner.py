@@ -302,3 +302,64 @@ def test_rebatched_batches_pass_only_the_compacted_validation(tmp_path: Path) ->
         validate_v2(data)  # a producer may not send such a batch
     assert [h.records_count for _, h in validate_v2(data, compacted=True)] == [2, 1]
     plog.close()
+
+
+def test_dirty_ratio_min_and_max_compaction_lag(tmp_path: Path) -> None:
+    clock = Clock()
+    plog = open_log(tmp_path / "t-0", clock, min_cleanable_dirty_ratio=0.9)
+    fill(plog)
+    assert plan_cleaning(plog, clock()) is not None  # all dirty: ratio 1
+    clean_now(plog, clock)
+    fill(plog, rounds=1)
+    ratio, overdue = cleaner_module.dirty_ratio(plog, clock())
+    assert 0 < ratio < 0.9 and not overdue
+    assert plan_cleaning(plog, clock()) is None
+    plog.update_config(LogConfig(compact=True, delete=False, segment_bytes=400, min_cleanable_dirty_ratio=0.9,
+                                 max_compaction_lag_ms=60_000))
+    clock.now += 61_000  # the first dirty record is now older than max.compaction.lag.ms
+    assert cleaner_module.dirty_ratio(plog, clock())[1]
+    assert plan_cleaning(plog, clock()) is not None
+    # min.compaction.lag.ms: segments with records younger than it are not cleanable
+    plog.update_config(LogConfig(compact=True, delete=False, segment_bytes=400, min_compaction_lag_ms=3_600_000))
+    assert plan_cleaning(plog, clock(), force=True) is None
+    plog.close()
+
+
+def test_log_cleaner_threads_clean_and_the_tick_swaps(tmp_path: Path) -> None:
+    import time
+
+    clock = Clock()
+    plog = open_log(tmp_path / "t-0", clock)
+    latest = fill(plog)
+    cleaner = cleaner_module.LogCleaner(cleaner_module.CleanerConfig(backoff_ms=0))
+    logs = {("t", 0): plog}
+    try:
+        cleaner.tick(logs, clock())
+        assert cleaner.busy()
+        deadline = time.monotonic() + 20
+        while cleaner.cleanings == 0 and time.monotonic() < deadline:  # bounded by the deadline
+            time.sleep(0.01)
+            cleaner.tick(logs, clock())
+        assert cleaner.cleanings == 1
+        assert {k: v for _, k, v in records(plog)} == latest
+        cleaner.tick(logs, clock())
+        assert not cleaner.busy()  # nothing dirty any more
+        cleaner.excluded_topics = frozenset({"t"})
+        fill(plog)
+        cleaner.tick(logs, clock())
+        assert not cleaner.busy()
+    finally:
+        cleaner.close()
+        plog.close()
+
+
+def test_closing_the_cleaner_mid_cleaning_leaves_no_files(tmp_path: Path) -> None:
+    clock = Clock()
+    plog = open_log(tmp_path / "t-0", clock)
+    fill(plog, rounds=10)
+    cleaner = cleaner_module.LogCleaner(cleaner_module.CleanerConfig(backoff_ms=0, io_max_bytes_per_second=500.0))
+    cleaner.tick({("t", 0): plog}, clock())
+    assert cleaner.busy()
+    cleaner.close()  # the throttled thread stops at its next accounting
+    assert not [p for p in plog.directory.iterdir() if p.name.endswith(".cleaned")]
+    plog.close()
