@@ -657,7 +657,8 @@ class LogCleaner:
             except Exception:
                 log.exception("cannot measure the dirty ratio of %s", plog.directory)
                 continue
-            if overdue or (ratio > 0 and ratio >= plog.config.min_cleanable_dirty_ratio) or tombstones_due(plog, now_ms):
+            due = ratio > 0 and ratio >= plog.config.min_cleanable_dirty_ratio
+            if overdue or due or tombstones_due(plog, now_ms):
                 candidates.append((not overdue, -ratio, key, plog))
         candidates.sort(key=lambda c: (c[0], c[1]))
         capacity = map_capacity(self.config.dedupe_buffer_size, self.config.threads)

@@ -56,7 +56,8 @@ Nothing of a refused partition is written.
 Compacted topics (`cleanup.policy` holding `compact`, also when set later by (Incremental)AlterConfigs,
 read per request): a record set with a record whose key is null → INVALID_RECORD for the partition, nothing
 written, as Kafka does; the check walks each record's header varints (records/codec.py
-`has_keyless_record`), and other topics skip it. The log cleaner: storage/cleaner.py, docs/compaction.md.
+`has_keyless_record`, on a worker thread with the other checks of a large compressed set), and other topics
+skip it. The log cleaner: storage/cleaner.py, docs/compaction.md.
 """
 
 import asyncio
@@ -182,6 +183,11 @@ def _stored_codec(ctx: RequestContext, topic_name: str) -> int | None:
     return COMPRESSION_TYPES.get(ctx.broker.effective_configs(topic)["compression.type"])
 
 
+def _is_compacted(ctx: RequestContext, topic_name: str) -> bool:
+    topic = ctx.broker.metadata.topic(topic_name)
+    return topic is not None and "compact" in ctx.broker.effective_configs(topic)["cleanup.policy"]
+
+
 def _is_heavy(records) -> bool:
     # magic at byte 16 and the codec bits at byte 22 of the first batch; legacy sets are small in practice
     return records is not None and len(records) >= CHECK_OFF_LOOP_MIN_BYTES and records[16] == 2 and records[22] & 7
@@ -197,7 +203,7 @@ async def _produce_after_checks(ctx: RequestContext, request: dict, heavy: list[
         if max_bytes is not None:
             keys.append((name, index))
             checks.append(loop.run_in_executor(None, _check_or_error, records, ctx.api_version, max_bytes,
-                                               _stored_codec(ctx, name)))
+                                               _stored_codec(ctx, name), _is_compacted(ctx, name)))
     checked = dict(zip(keys, await asyncio.gather(*checks)))
     body = _produce(ctx, request, checked, answered)
     return await body if asyncio.iscoroutine(body) else body
@@ -290,7 +296,7 @@ def _max_batch_bytes(ctx: RequestContext, topic_name: str, index: int) -> int | 
 
 
 def _check_or_error(records: bytes | memoryview, api_version: int, max_bytes: int,
-                    stored_codec: int | None = None) -> Checked:
+                    stored_codec: int | None = None, compacted: bool = False) -> Checked:
     """The record set as a v2 buffer with its validated batches, or the error that refuses it. The buffer
     is ``records`` itself when that is writable (a view of the request's own frame: net/connection.py), so
     the offsets are patched in place; otherwise a copy. With ``stored_codec`` (the topic's compression.type),
@@ -310,6 +316,9 @@ def _check_or_error(records: bytes | memoryview, api_version: int, max_bytes: in
         batches = validate_produced(buf, max_bytes, decompressed_budget=budget)
         if any(header.is_control for _, header in batches):
             raise InvalidRecordError(ErrorCode.INVALID_RECORD, "control batches may not be produced")
+        if compacted and has_keyless_record(buf, batches):
+            # Kafka's LogValidator: a compacted topic takes only keyed records; nothing of the set is written
+            raise InvalidRecordError(ErrorCode.INVALID_RECORD, "Compacted topic cannot accept message without key")
         if stored_codec is not None and any(header.compression != stored_codec for _, header in batches):
             buf = recompress(buf, batches, stored_codec)
             batches = validate_produced(buf, max_bytes)
@@ -336,13 +345,11 @@ def _append(ctx: RequestContext, topic_name: str, index: int, records, acks: int
                        f"{len(partition.isr)} in-sync replicas, min.insync.replicas is {min_isr}")
     if checked is None:
         checked = _check_or_error(records, ctx.api_version, int(configs["max.message.bytes"]),
-                                  COMPRESSION_TYPES.get(configs["compression.type"]))
+                                  COMPRESSION_TYPES.get(configs["compression.type"]),
+                                  "compact" in configs["cleanup.policy"])
     if isinstance(checked, InvalidRecordError):
         return _result(index, checked.error_code, str(checked))
     buf, batches = checked
-    if "compact" in configs["cleanup.policy"] and has_keyless_record(buf, batches):
-        # Kafka's LogValidator: a compacted topic takes only keyed records; nothing of the set is written
-        return _result(index, ErrorCode.INVALID_RECORD, "Compacted topic cannot accept message without key")
     append_time = -1
     log_append = configs["message.timestamp.type"] == "LogAppendTime"
     if log_append:
