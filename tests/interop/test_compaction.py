@@ -212,7 +212,7 @@ def test_transactions_through_compaction(broker_factory, topic_name):
 
 
 @pytest.mark.timeout(150)
-@pytest.mark.parametrize("kill_when", ["while-cleaned-written", "after-a-swap"])
+@pytest.mark.parametrize("kill_when", ["while-map-built", "while-cleaned-written", "after-a-swap"])
 def test_kill_9_during_cleaning_loses_nothing(broker_factory, topic_name, kill_when):
     # a throttled cleaner: reading ~30 KiB for the map, then reading and writing them again, takes seconds
     # at 5 KB/s, so the kill lands while the .cleaned file is being written
@@ -224,7 +224,11 @@ def test_kill_9_during_cleaning_loses_nothing(broker_factory, topic_name, kill_w
     assert produce(broker.bootstrap, topic_name, items) == [None] * len(items)
     expected = dict(items)
     pdir = broker.data_dir / f"{topic_name}-0"
-    if kill_when == "while-cleaned-written":
+    if kill_when == "while-map-built":  # the cleaning started (the broker logs it), no .cleaned file yet
+        wait_until(lambda: "cleaning offsets" in broker.log_tail(20000), timeout=30, interval=0.01,
+                   message="a cleaning started")
+        assert not any(p.name.endswith(".cleaned") for p in pdir.iterdir())
+    elif kill_when == "while-cleaned-written":
         wait_until(lambda: any(p.name.endswith(".cleaned") for p in pdir.iterdir()), timeout=30,
                    interval=0.01, message="a .cleaned file")
     else:
