@@ -363,3 +363,16 @@ def test_closing_the_cleaner_mid_cleaning_leaves_no_files(tmp_path: Path) -> Non
     cleaner.close()  # the throttled thread stops at its next accounting
     assert not [p for p in plog.directory.iterdir() if p.name.endswith(".cleaned")]
     plog.close()
+
+
+def test_truncation_moves_the_first_dirty_offset_back(tmp_path: Path) -> None:
+    clock = Clock()
+    plog = open_log(tmp_path / "t-0", clock)
+    fill(plog)
+    clean_now(plog, clock)
+    first_dirty = CleanerCheckpoint.read(plog.directory).first_dirty
+    assert first_dirty > 5
+    plog.truncate_to(5)
+    assert CleanerCheckpoint.read(plog.directory).first_dirty <= 5
+    assert plog.cleaner_checkpoint is not None and plog.cleaner_checkpoint.first_dirty <= 5
+    plog.close()

@@ -154,14 +154,15 @@ class CleanerCheckpoint:
         lines += [f"{end} {when}" for end, when in self.history]
         write_file_atomically(directory / CHECKPOINT_FILE, ("\n".join(lines) + "\n").encode("ascii"))
 
-    @classmethod
-    def reset_to(cls, directory: Path, offset: int) -> None:
-        """After a truncation: the first dirty offset no further than ``offset`` (the log start), since
+    def reset_to(self, directory: Path, offset: int) -> None:
+        """After a truncation: the first dirty offset no further than ``offset`` (the new log end), since
         what follows was rewritten; tombstone history kept (it only ever delays their removal)."""
-        current = cls.read(directory)
-        if (directory / CHECKPOINT_FILE).exists() and current.first_dirty > offset:
-            current.first_dirty = offset
-            current.write(directory)
+        if self.first_dirty > offset:
+            self.first_dirty = offset
+            self.write(directory)
+
+    def copy(self) -> "CleanerCheckpoint":
+        return CleanerCheckpoint(self.first_dirty, list(self.history), self.swept)
 
     def tombstone_horizon(self, now_ms: int, delete_retention_ms: int) -> int:
         """Tombstones below this offset were first cleaned at least ``delete_retention_ms`` ago."""
@@ -180,6 +181,14 @@ class CleanerCheckpoint:
         young = [(e, w) for e, w in self.history if now_ms - w < delete_retention_ms]
         merged = [max(old)] if old else []  # only the largest expired end matters
         self.history = sorted(merged + young + [(end, now_ms)])
+
+
+def checkpoint_of(plog: "PartitionLog") -> CleanerCheckpoint:
+    """The log's cleaner checkpoint, read from its file once and then kept in memory (the scheduler looks at
+    it for every compacted log on every scan)."""
+    if plog.cleaner_checkpoint is None:
+        plog.cleaner_checkpoint = CleanerCheckpoint.read(plog.directory)
+    return plog.cleaner_checkpoint
 
 
 # -- plan ---------------------------------------------------------------------------------------------------
@@ -268,7 +277,7 @@ def _cleanable_span(plog: "PartitionLog", now_ms: int, sweep: bool = False) -> t
         k += 1
     if k == 0:
         return None
-    checkpoint = CleanerCheckpoint.read(plog.directory)
+    checkpoint = checkpoint_of(plog)
     first_dirty = min(max(checkpoint.first_dirty, plog.log_start_offset, bases[0]), bases[k])
     if first_dirty >= bases[k] and not sweep:
         return None
@@ -277,7 +286,7 @@ def _cleanable_span(plog: "PartitionLog", now_ms: int, sweep: bool = False) -> t
 
 def tombstones_due(plog: "PartitionLog", now_ms: int) -> bool:
     """Whether tombstones first cleaned delete.retention.ms ago may be waiting for removal."""
-    checkpoint = CleanerCheckpoint.read(plog.directory)
+    checkpoint = checkpoint_of(plog)
     return checkpoint.tombstone_horizon(now_ms, plog.config.delete_retention_ms) > checkpoint.swept
 
 
@@ -293,7 +302,7 @@ def plan_cleaning(plog: "PartitionLog", now_ms: int, force: bool = False) -> Cle
     if span is None:
         return None
     k, first_dirty = span
-    checkpoint = CleanerCheckpoint.read(plog.directory)
+    checkpoint = checkpoint_of(plog).copy()  # the swap records into the copy
     sources: list[SegmentSource] = []
     try:
         for i in range(k):

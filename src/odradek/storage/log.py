@@ -28,7 +28,7 @@ from .loader import (
     write_file_atomically,
 )
 from .producer_state import CompletedTxn, DuplicateBatch, ProducerStateManager, read_marker
-from .cleaner import CleanerCheckpoint, CleaningResult, cleaned_paths, finish_swap, install_indexes, swap_in
+from .cleaner import CHECKPOINT_FILE, CleanerCheckpoint, CleaningResult, cleaned_paths, finish_swap, install_indexes, swap_in
 from .segment import FileRegion, LogSegment
 from .txn_index import AbortedTxn, TransactionIndex
 
@@ -165,6 +165,7 @@ class PartitionLog:
         self.leader_epoch_cache = leader_epoch_cache
         # bumped by every truncation: a cleaning planned before one must not be swapped in (cleaner.py)
         self.cleaning_generation = 0
+        self.cleaner_checkpoint: CleanerCheckpoint | None = None  # loaded by the cleaner when it first looks
 
     @classmethod
     def open(cls, directory: Path, config: LogConfig, *, clean_shutdown: bool = False,
@@ -724,6 +725,7 @@ class PartitionLog:
             checkpoint.record(result.map_end, result.map_end, task.started_ms, self._config.delete_retention_ms,
                               checkpoint.tombstone_horizon(task.started_ms, self._config.delete_retention_ms))
             checkpoint.write(self.directory)
+            self.cleaner_checkpoint = checkpoint
         log.info("%s: cleaned [%d, %d): %d bytes read, %d written", self.directory, task.first_dirty,
                  result.map_end, result.bytes_read, result.bytes_written)
         return replaced
@@ -826,7 +828,10 @@ class PartitionLog:
     def _after_truncation(self) -> None:
         """State that follows the segments after a truncation to ``self._end``."""
         self.cleaning_generation += 1
-        CleanerCheckpoint.reset_to(self.directory, self._end)
+        if self.cleaner_checkpoint is None and (self.directory / CHECKPOINT_FILE).exists():
+            self.cleaner_checkpoint = CleanerCheckpoint.read(self.directory)
+        if self.cleaner_checkpoint is not None:
+            self.cleaner_checkpoint.reset_to(self.directory, self._end)
         end = self._end
         self.producer_state.restore(self._segments, end, self.txn_index)
         self.leader_epoch_cache.truncate_from_end(end)
