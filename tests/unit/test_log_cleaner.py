@@ -376,3 +376,27 @@ def test_truncation_moves_the_first_dirty_offset_back(tmp_path: Path) -> None:
     assert CleanerCheckpoint.read(plog.directory).first_dirty <= 5
     assert plog.cleaner_checkpoint is not None and plog.cleaner_checkpoint.first_dirty <= 5
     plog.close()
+
+
+def test_crash_after_commit_point_replaces_a_group_whose_tail_was_emptied(tmp_path: Path) -> None:
+    clock = Clock()
+    path = tmp_path / "t-0"
+    plog = open_log(path, clock, segment_bytes=500)
+    put(plog, (b"a", b"1"), (b"b", b"1"))  # segment 0: kept
+    plog._roll()
+    put(plog, (b"c", b"1"))  # segment 1: superseded by segment 2, so the group's output ends in segment 0
+    plog._roll()
+    put(plog, (b"c", b"2"), (b"d", b"x" * 300))  # segment 2: a group of its own (sizes)
+    plog._roll()
+    put(plog, (b"z", b"active"))
+    result = run_cleaning(plog, clock)
+    first = result.groups[0]
+    assert [s.base for s in first.sources] == [0, 2] and first.end == 3
+    swap_in(path, first)  # the commit point, then kill -9
+    for segment in plog._segments:
+        segment.close()
+    reopened = open_log(path, clock, segment_bytes=500)
+    assert reopened.segment_base_offsets[:2] == [0, 3]  # segment 2 (its records superseded) is gone
+    assert [(o, k, v) for o, k, v in records(reopened)] == [
+        (0, b"a", b"1"), (1, b"b", b"1"), (3, b"c", b"2"), (4, b"d", b"x" * 300), (5, b"z", b"active")]
+    reopened.close()
