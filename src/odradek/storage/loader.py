@@ -11,6 +11,9 @@ Partition directory layout (``{data_dir}/{topic}-{partition}/``)::
     00000000000000001234.snapshot   producer state at 1234  (ProducerStateSnapshot, producer_state.py)
     00000000000000000000.txnindex   aborted transactions    (TransactionIndex, txn_index.py)
     leader-epoch-checkpoint         epoch -> start offset   (LeaderEpochCache, leader_epoch.py)
+    cleaner-offset-checkpoint       first dirty offset, tombstone times   (compacted logs, cleaner.py)
+    00000000000000000000.log.cleaned / .index.cleaned / .timeindex.cleaned / .log.swap / .swap-end
+                                    a log cleaner's work in progress (cleaner.py; completed or dropped here)
 
 Invariants kept on disk: only segments at or after the recovery point can be torn (the log flusher fsyncs a
 rolled segment, indexes included, before it moves the recovery point past it), and checkpoints are replaced

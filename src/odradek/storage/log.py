@@ -131,6 +131,12 @@ class PartitionLog:
     ``append_marker`` writes a COMMIT/ABORT control batch for the transaction coordinator; an abort is
     recorded in the ``TransactionIndex`` that read_committed fetches consult (``aborted_transactions``).
 
+    Compaction (cleanup.policy=compact, cleaner.py): the log cleaner's threads read sealed segments through
+    fds of their own and write new files; ``replace_segments`` (event loop) swaps the cleaned segments in
+    when none of them changed since the cleaning was planned (``cleaning_generation``: truncations bump it).
+    Offsets never change, so a compacted log has gaps, which reads, indexes and followers step over.
+    Retention (time and size) applies only when the policy also has ``delete``.
+
     Concurrency: not thread-safe; owned by the event loop.
     """
 
