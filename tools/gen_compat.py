@@ -36,6 +36,8 @@ SUITES = {
     "test_java": ("Java kafka-clients 3.9 (PyPI wheel)", None),
     "test_java4": ("Java kafka-clients 4.4 (Maven Central): producer, consumer, admin, transactions, groups", None),
     "test_franz": ("franz-go (kgo, kadm): produce/consume, cooperative-sticky groups, GroupTransactSession, admin", None),
+    "test_compaction": ("log compaction: latest value per key, tombstones, keyless records, transactions, kill -9", "confluent-kafka"),
+    "test_log_cleaner": ("the log cleaner: offset map, dirty ratio and lags, crash points of the segment swap", None),
     "test_builtin_kafka": ("Spark's own Kafka connector (spark-sql-kafka-0-10) beside format(\"odradek\")", "pyspark"),
     "test_admin": ("admin APIs via confluent-kafka", "confluent-kafka"),
     "test_broker_semantics": ("broker semantics: retention, rolls, timestamps, long poll", None),
