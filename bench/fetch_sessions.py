@@ -27,7 +27,6 @@ import time
 
 import brokers
 import native
-from workloads import REPO
 
 
 def log(msg: str) -> None:
@@ -123,12 +122,7 @@ def main() -> int:
     part = run(args.partitions, args.rate, args.seconds, args.rounds)
     text = render(part)
     print(text)
-    out = os.path.join(REPO, "bench", "results")
-    os.makedirs(out, exist_ok=True)
-    with open(os.path.join(out, "fetch_sessions.md"), "w") as fh:
-        fh.write(text)
-    with open(os.path.join(out, "fetch_sessions.json"), "w") as fh:
-        json.dump(part, fh, indent=2)
+    native.write_results("fetch_sessions", text, part)
     return 0
 
 

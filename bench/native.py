@@ -257,14 +257,20 @@ def main() -> int:
     part = run(count, args.rounds, args.clients)
     text = render(part)
     print(text)
+    log(f"wrote {write_results('native', text, part)} and native.json")
+    return 0
+
+
+def write_results(name: str, text: str, part: dict) -> str:
+    """bench/results/NAME.md (the rendered report) and NAME.json (the figures); the .md's path."""
     out = os.path.join(REPO, "bench", "results")
     os.makedirs(out, exist_ok=True)
-    with open(os.path.join(out, "native.md"), "w") as fh:
-        fh.write(text)
-    with open(os.path.join(out, "native.json"), "w") as fh:
+    with open(os.path.join(out, f"{name}.json"), "w") as fh:
         json.dump(part, fh, indent=2)
-    log(f"wrote {os.path.join(out, 'native.md')} and native.json")
-    return 0
+    path = os.path.join(out, f"{name}.md")
+    with open(path, "w") as fh:
+        fh.write(text)
+    return path
 
 
 if __name__ == "__main__":

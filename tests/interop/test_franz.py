@@ -19,6 +19,7 @@ from typing import Any
 import pytest
 
 from .helpers import assert_delivered, consume_messages, produce_messages, wait_until
+from .test_groups_clients import committed_offsets
 
 FRANZ_SRC = Path(__file__).resolve().parents[1] / "franz"
 BUILD_TIMEOUT_S = 300
@@ -87,17 +88,6 @@ def franz_value(prefix: str, i: int) -> str:
 def create(franz: Franz, topic: str, partitions: int, *more: str) -> None:
     result = franz.admin("create", "-topics", ",".join((topic, *more)), "-partitions", partitions)
     assert [r["err"] for r in result] == [""] * (1 + len(more)), result
-
-
-def committed_offsets(bootstrap: str, group: str, topic: str, partitions: int) -> dict[int, int]:
-    from confluent_kafka import Consumer, TopicPartition
-
-    c = Consumer({"bootstrap.servers": bootstrap, "group.id": group, "broker.address.family": "v4"})
-    try:
-        tps = c.committed([TopicPartition(topic, p) for p in range(partitions)], timeout=15)
-        return {tp.partition: tp.offset for tp in tps if tp.offset >= 0}
-    finally:
-        c.close()
 
 
 # ---------------------------------------------------------------------------------------------------
