@@ -3,7 +3,7 @@
 
 Usage::
 
-    python3 tools/gen_schema.py [--src /work/shared/kafka-protocol]
+    python3 tools/gen_schema.py [--src /work/shared/kafka-protocol] [--jar kafka-clients-4.4.0.jar]
 
 Reads ``<src>/message/*.json`` (Kafka 3.9) and ``<src>/message-4.x-clients/*.json``
 (the 4.x client API forms) plus ``<src>/errors.tsv`` and writes three generated,
@@ -46,9 +46,10 @@ PRIMITIVES = {"int8", "int16", "uint16", "int32", "uint32", "int64", "float64",
 
 
 # ---------------------------------------------------------------- helpers
-def load_json(path):
-    with open(path, encoding="utf-8") as f:
-        text = f.read()
+def load_json(path, text=None):
+    if text is None:
+        with open(path, encoding="utf-8") as f:
+            text = f.read()
     # strip // comments (whole-line and trailing; no JSON string here contains '//'
     # outside of about text, which we drop anyway -- be careful all the same)
     out_lines = []
@@ -163,8 +164,8 @@ def parse_default(ftype, raw, is_struct, is_array):
 class Def:
     """One JSON file, normalised: fields get version *sets* (clipped to validVersions)."""
 
-    def __init__(self, path):
-        d = load_json(path)
+    def __init__(self, path, text=None):
+        d = load_json(path, text)
         self.path = path
         self.name = d["name"]
         self.type = d["type"]
@@ -298,7 +299,13 @@ def emit_fields(fields, valid, where):
     return tuple(out)
 
 
-def build(src):
+# APIs whose 4.x form the shared folder lacks: read from Apache Kafka's client jar (`--jar`), where the
+# message definitions ship as common/message/<Name>.json.
+FROM_JAR = ("ConsumerGroupHeartbeatRequest", "ConsumerGroupHeartbeatResponse",
+            "ConsumerGroupDescribeRequest", "ConsumerGroupDescribeResponse")
+
+
+def build(src, jar=None):
     old_dir = os.path.join(src, "message")
     new_dir = os.path.join(src, "message-4.x-clients")
     olds = {}
@@ -310,6 +317,15 @@ def build(src):
             d = Def(os.path.join(dirname, fn))
             key = (d.api_key, d.type) if d.api_key is not None else (d.name, d.type)
             bucket[key] = d
+    if jar is not None:
+        import zipfile
+        with zipfile.ZipFile(jar) as z:
+            for name in FROM_JAR:
+                member = f"common/message/{name}.json"
+                d = Def(f"{jar}!{member}", z.read(member).decode("utf-8"))
+                key = (d.api_key, d.type)
+                if key not in news:
+                    news[key] = d
 
     messages = {}
     api_names = {}
@@ -454,9 +470,10 @@ def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--src", default="/work/shared/kafka-protocol")
     ap.add_argument("--out", default=OUT_DIR)
+    ap.add_argument("--jar", help="Apache Kafka's kafka-clients jar (make reference), for the FROM_JAR messages")
     a = ap.parse_args(argv)
     os.makedirs(a.out, exist_ok=True)
-    messages, api_names, unstable = build(a.src)
+    messages, api_names, unstable = build(a.src, a.jar)
     write_tables(messages, api_names, unstable, a.out)
     write_errors(a.src, a.out)
     print(f"wrote {len(messages)} messages, {len(api_names)} api keys", file=sys.stderr)
