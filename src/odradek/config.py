@@ -108,6 +108,16 @@ BROKER_PROPERTIES: dict[str, Property] = {
         # odradek: the initial delay ends once no new member has joined for this long
         Property("group.initial.rebalance.quiet.ms", _parse_int, 250, _at_least(0)),
         Property("group.max.size", _parse_int, 2147483647, _at_least(1)),
+        # the consumer group protocol (KIP-848); Kafka's names and defaults
+        Property("group.consumer.session.timeout.ms", _parse_int, 45000, _at_least(1)),
+        Property("group.consumer.min.session.timeout.ms", _parse_int, 45000, _at_least(1)),
+        Property("group.consumer.max.session.timeout.ms", _parse_int, 60000, _at_least(1)),
+        Property("group.consumer.heartbeat.interval.ms", _parse_int, 5000, _at_least(1)),
+        Property("group.consumer.min.heartbeat.interval.ms", _parse_int, 5000, _at_least(1)),
+        Property("group.consumer.max.heartbeat.interval.ms", _parse_int, 15000, _at_least(1)),
+        Property("group.consumer.assignors", str, "uniform,range",
+                 lambda v: bool(v.strip()) and all(a.strip() in ("uniform", "range") for a in v.split(","))),
+        Property("group.consumer.max.size", _parse_int, 2147483647, _at_least(1)),
         Property("offsets.topic.num.partitions", _parse_int, 50, _at_least(1)),
         Property("offsets.retention.minutes", _parse_int, 10080, _at_least(1)),
         Property("offsets.retention.check.interval.ms", _parse_int, 600000, _at_least(1)),

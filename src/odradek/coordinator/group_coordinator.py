@@ -41,6 +41,7 @@ from concurrent.futures import Future
 from dataclasses import dataclass
 from typing import Callable
 
+from odradek.coordinator.consumer_group import ConsumerGroup
 from odradek.coordinator.group import Group, GroupState, Member
 from odradek.coordinator.persistence import GroupValue, MemberValue, encode_group_value, group_key
 from odradek.coordinator.timers import Scheduler
@@ -103,14 +104,15 @@ class GroupCoordinator:
         self.config = config
         self.scheduler = scheduler
         self._persist = persist
-        self.groups: dict[str, Group] = {}
+        # both protocols' groups: classic `Group`s and KIP-848 `ConsumerGroup`s (consumer_groups.py)
+        self.groups: dict[str, Group | ConsumerGroup] = {}
 
     # ----------------------------------------------------------------------------------------- helpers
 
     def _now(self) -> int:
         return self.scheduler.now_ms()
 
-    def get_or_create(self, group_id: str) -> Group:
+    def get_or_create(self, group_id: str) -> Group | ConsumerGroup:
         group = self.groups.get(group_id)
         if group is None:
             group = Group(group_id, state_timestamp_ms=self._now())
@@ -299,6 +301,13 @@ class GroupCoordinator:
         if not cfg.min_session_timeout_ms <= req.session_timeout_ms <= cfg.max_session_timeout_ms:
             return _done(loop, join_error(ErrorCode.INVALID_SESSION_TIMEOUT, req.member_id))
         group = self.groups.get(req.group_id)
+        if isinstance(group, ConsumerGroup):
+            if group.members:
+                return _done(loop, join_error(ErrorCode.INCONSISTENT_GROUP_PROTOCOL, req.member_id))
+            # an empty consumer group (committed offsets only) becomes a classic group
+            del self.groups[req.group_id]
+            group = None
+            log.info("group %s: empty consumer group becomes a classic group", req.group_id)
         if group is None and req.member_id:
             return _done(loop, join_error(ErrorCode.UNKNOWN_MEMBER_ID, req.member_id))
         if group is not None and group.is_(E.DEAD):
@@ -417,8 +426,9 @@ class GroupCoordinator:
 
     # ----------------------------------------------------------------------------------------- SyncGroup
 
-    def _find_member(self, group: Group | None, member_id: str, instance: str | None) -> tuple[int, Member | None]:
-        if group is None or group.is_(E.DEAD):
+    def _find_member(self, group: Group | ConsumerGroup | None, member_id: str,
+                     instance: str | None) -> tuple[int, Member | None]:
+        if not isinstance(group, Group) or group.is_(E.DEAD):
             return ErrorCode.UNKNOWN_MEMBER_ID, None
         if instance is not None and group.static_members.get(instance, member_id) != member_id:
             return ErrorCode.FENCED_INSTANCE_ID, None
@@ -506,7 +516,7 @@ class GroupCoordinator:
         errors = []
         changed = False
         for member_id, instance in members:
-            if group is None or group.is_(E.DEAD):
+            if not isinstance(group, Group) or group.is_(E.DEAD):
                 errors.append(ErrorCode.UNKNOWN_MEMBER_ID)
                 continue
             if instance is not None:
@@ -530,7 +540,7 @@ class GroupCoordinator:
             self._remove_member(group, member, ErrorCode.UNKNOWN_MEMBER_ID)
             errors.append(0)
             changed = True
-        if changed and group is not None:
+        if changed and isinstance(group, Group):
             self._membership_changed(group, "member left")
         return errors
 
@@ -569,7 +579,19 @@ class GroupCoordinator:
             if group is not None:
                 self._stop(group, ErrorCode.NOT_COORDINATOR)
 
-    def _stop(self, group: Group, error: int) -> None:
+    def discard_empty(self, group: Group) -> None:
+        """An empty classic group turns into a consumer group: forget it (its offsets stay)."""
+        self._stop(group, ErrorCode.UNKNOWN_MEMBER_ID)
+        if self.groups.get(group.group_id) is group:
+            del self.groups[group.group_id]
+
+    def _stop(self, group: Group | ConsumerGroup, error: int) -> None:
+        if isinstance(group, ConsumerGroup):
+            for m in group.members.values():
+                for timer in (m.session_timer, m.rebalance_timer):
+                    if timer is not None:
+                        timer.cancel()  # type: ignore[attr-defined]
+            return
         if group.rebalance_timer is not None:
             group.rebalance_timer.cancel()  # type: ignore[attr-defined]
         for m in group.members.values():

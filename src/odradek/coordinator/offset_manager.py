@@ -10,6 +10,11 @@ Commit validation follows Kafka's classic coordinator:
   counts as a heartbeat;
 * per partition: UNKNOWN_TOPIC_OR_PARTITION, OFFSET_METADATA_TOO_LARGE (`offset.metadata.max.bytes`).
 
+A group of the consumer protocol (KIP-848) checks the member epoch instead of the generation (Kafka's
+rule): epoch < 0 commits while the group has no members; otherwise UNKNOWN_MEMBER_ID, UNSUPPORTED_VERSION
+for an OffsetCommit below v9, STALE_MEMBER_EPOCH for any epoch but the member's current one
+(`ConsumerGroupCoordinator.check_commit`).
+
 Accepted commits are appended to `__consumer_offsets` before they enter the in-memory store; `commit` also
 returns the future of their fsync (on the log flusher) and replication (every in-sync replica of the
 partition has them), and OffsetCommit answers when it is done. Deletions (OffsetDelete, DeleteGroups,
@@ -26,6 +31,8 @@ from concurrent.futures import Future
 from typing import Callable
 
 from odradek.cluster.partition import ReplicationError
+from odradek.coordinator.consumer_group import ConsumerGroup
+from odradek.coordinator.consumer_groups import ConsumerGroupCoordinator
 from odradek.coordinator.group import Group, GroupState
 from odradek.coordinator.group_coordinator import GroupCoordinator
 from odradek.coordinator.offsets import OffsetStore
@@ -61,10 +68,13 @@ class OffsetManager:
 
     # ----------------------------------------------------------------------------------------- commit
 
-    def _check_member(self, group_id: str, generation: int, member_id: str, instance: str | None) -> int:
+    def _check_member(self, group_id: str, generation: int, member_id: str, instance: str | None,
+                      api_version: int | None = None) -> int:
         group = self.groups.groups.get(group_id)
         if group is None or group.is_(E.DEAD):
             return 0 if generation < 0 else ErrorCode.ILLEGAL_GENERATION
+        if isinstance(group, ConsumerGroup):  # `generation` is the member epoch
+            return ConsumerGroupCoordinator.check_commit(group, member_id, generation, api_version)
         if instance is not None and group.static_members.get(instance, member_id) != member_id:
             return ErrorCode.FENCED_INSTANCE_ID
         if generation < 0 and group.is_(E.EMPTY):
@@ -86,6 +96,8 @@ class OffsetManager:
             return 0
         if group.is_(E.DEAD):
             return ErrorCode.COORDINATOR_NOT_AVAILABLE
+        if isinstance(group, ConsumerGroup):
+            return ConsumerGroupCoordinator.check_commit(group, member_id, generation, None, transactional=True)
         if instance is not None and group.static_members.get(instance, member_id) != member_id:
             return ErrorCode.FENCED_INSTANCE_ID
         if member_id and member_id not in group.members:
@@ -102,12 +114,13 @@ class OffsetManager:
         return 0
 
     def commit(self, group_id: str, generation: int, member_id: str, instance: str | None, retention_ms: int,
-               topics: list[tuple[str, list[CommitPartition]]]) -> tuple[dict[tuple[str, int], int], Future | None]:
+               topics: list[tuple[str, list[CommitPartition]]], api_version: int | None = None
+               ) -> tuple[dict[tuple[str, int], int], Future | None]:
         """An error code per (topic, partition), and the fsync of the accepted offsets (None if none)."""
         keys = [(t, p[0]) for t, parts in topics for p in parts]
         if not group_id:
             return {k: ErrorCode.INVALID_GROUP_ID for k in keys}, None
-        error = self._check_member(group_id, generation, member_id, instance)
+        error = self._check_member(group_id, generation, member_id, instance, api_version)
         if error:
             return {k: error for k in keys}, None
         now = self._now()

@@ -25,6 +25,8 @@ import asyncio
 import logging
 from typing import TYPE_CHECKING, Callable
 
+from odradek.config import ConfigError
+from odradek.coordinator.consumer_groups import ConsumerGroupConfig, ConsumerGroupCoordinator
 from odradek.coordinator.group_coordinator import GroupConfig, GroupCoordinator
 from odradek.coordinator.offset_manager import OffsetManager
 from odradek.coordinator.offsets import OffsetStore
@@ -43,6 +45,7 @@ from odradek.cluster.partition import ReplicationError
 from odradek.protocol.errors import ErrorCode
 
 if TYPE_CHECKING:
+    from odradek.cluster.metadata import MetadataCache
     from odradek.cluster.partition import Partition
 
 log = logging.getLogger(__name__)
@@ -60,7 +63,8 @@ def offsets_topic_configs(config) -> dict[str, str]:
 
 class Coordinator:
     def __init__(self, config, partitions: int, get_partition: Callable[[int], "Partition | None"],
-                 partition_exists: Callable[[str, int], bool], scheduler: Scheduler | None = None) -> None:
+                 partition_exists: Callable[[str, int], bool], scheduler: Scheduler | None = None,
+                 metadata: "MetadataCache | None" = None) -> None:
         self.scheduler = scheduler or AsyncioScheduler()
         self.log = OffsetsTopicLog(partitions, get_partition, self.scheduler.now_ms)
         self.store = OffsetStore()
@@ -72,6 +76,17 @@ class Coordinator:
             max_size=config.int("group.max.size"),
         )
         self.groups = GroupCoordinator(group_config, self.scheduler, self.log.append)
+        for name in ("session.timeout.ms", "heartbeat.interval.ms"):
+            low, value, high = (config.int(f"group.consumer.{p}{name}") for p in ("min.", "", "max."))
+            if not low <= value <= high:
+                raise ConfigError(f"group.consumer.{name}={value} must be within group.consumer.min.{name}={low} "
+                                  f"and group.consumer.max.{name}={high}")
+        self.consumer_groups = ConsumerGroupCoordinator(ConsumerGroupConfig(
+            session_timeout_ms=config.int("group.consumer.session.timeout.ms"),
+            heartbeat_interval_ms=config.int("group.consumer.heartbeat.interval.ms"),
+            assignors=tuple(a.strip() for a in config.get("group.consumer.assignors").split(",") if a.strip()),
+            max_size=config.int("group.consumer.max.size"),
+        ), self.groups, metadata)
         self.offsets = OffsetManager(self.groups, self.store, self.log.append, partition_exists,
                                      config.int("offset.metadata.max.bytes"),
                                      config.int("offsets.retention.minutes") * 60_000)

@@ -2,7 +2,9 @@
 
 Commits are validated against the group (see `coordinator.offset_manager`): generation -1 with an empty
 member id is a "simple" commit, allowed for an unknown or Empty group; otherwise ILLEGAL_GENERATION,
-UNKNOWN_MEMBER_ID, REBALANCE_IN_PROGRESS (CompletingRebalance), FENCED_INSTANCE_ID (v7+). Per partition:
+UNKNOWN_MEMBER_ID, REBALANCE_IN_PROGRESS (CompletingRebalance), FENCED_INSTANCE_ID (v7+); for a group of the
+consumer protocol (KIP-848) the member epoch instead: STALE_MEMBER_EPOCH, and UNSUPPORTED_VERSION below v9
+for its members. Per partition:
 UNKNOWN_TOPIC_OR_PARTITION, OFFSET_METADATA_TOO_LARGE (`offset.metadata.max.bytes`). Accepted offsets
 are appended to `__consumer_offsets` and the reply waits for their fsync, which runs on the log flusher's
 thread (the handler then returns a coroutine); a failed fsync → COORDINATOR_NOT_AVAILABLE for them.
@@ -77,7 +79,7 @@ def _offset_commit(ctx: RequestContext, request: dict):
     errors, durable = ctx.broker.coordinator.offsets.commit(
         request["group_id"], request["generation_id_or_member_epoch"] if version >= 1 else -1,
         request["member_id"] if version >= 1 else "", request["group_instance_id"] if version >= 7 else None,
-        retention, topics)
+        retention, topics, api_version=version)
     body = {
         "throttle_time_ms": 0,
         "topics": [{"name": name, "partitions": [{"partition_index": p[0], "error_code": errors[(name, p[0])]}

@@ -4,7 +4,10 @@ Returns committed offsets; a partition without one gets offset -1, empty metadat
 unknown groups and topics). `topics` null (v2+) means every partition the group has committed. v8+ ask
 for several groups at once (per-group results). v7+ `require_stable`: a partition with an offset staged
 by an open transaction (TxnOffsetCommit, coordinator/service.py) gets UNSTABLE_OFFSET_COMMIT and
-offset -1 until that transaction completes; without it the last committed offset is returned. v9's member id / epoch (KIP-848 groups) are ignored.
+offset -1 until that transaction completes; without it the last committed offset is returned. v9+ carry a
+member id and epoch: for a group of the consumer protocol (KIP-848) a named member must be known
+(UNKNOWN_MEMBER_ID) and at its current epoch (STALE_MEMBER_EPOCH); a null id with epoch -1 (admin tools)
+is always answered.
 v10 names topics by id only (KIP-848): an id this broker does not know → UNKNOWN_TOPIC_ID for its partitions;
 asked for every topic, the answer names each by its current id (a deleted topic's offsets are left out).
 A broker that does not coordinate the group answers NOT_COORDINATOR (per group from v8).
@@ -13,6 +16,7 @@ A broker that does not coordinate the group answers NOT_COORDINATOR (per group f
 from odradek.broker.authorizer import Operation as Op, ResourceType as Res
 from odradek.broker.core import RequestContext
 from odradek.broker.registry import handler
+from odradek.coordinator.consumer_group import ConsumerGroup
 from odradek.protocol.api_keys import ApiKey
 from odradek.protocol.errors import ErrorCode
 
@@ -68,18 +72,36 @@ def _topics(ctx: RequestContext, group_id: str, requested, require_stable: bool 
     return out
 
 
+def _check_member(ctx: RequestContext, group_id: str, member_id: str | None, member_epoch: int) -> int:
+    """v9+: a member of a consumer-protocol group names itself and its epoch (Kafka's check)."""
+    group = ctx.broker.coordinator.groups.groups.get(group_id)
+    if not isinstance(group, ConsumerGroup) or (member_id is None and member_epoch < 0):
+        return 0
+    member = group.members.get(member_id or "")
+    if member is None:
+        return ErrorCode.UNKNOWN_MEMBER_ID
+    return ErrorCode.STALE_MEMBER_EPOCH if member_epoch != member.member_epoch else 0
+
+
 @handler(ApiKey.OFFSET_FETCH, 0, 10)
 def offset_fetch(ctx: RequestContext, request: dict) -> dict:
     owns = ctx.broker.coordinator.owns
     if ctx.api_version >= 8:
         stable = request["require_stable"]
         topics = _topics_by_id if ctx.api_version >= 10 else _topics
-        groups = [{"group_id": g["group_id"], "topics": [], "error_code": ErrorCode.GROUP_AUTHORIZATION_FAILED}
-                  if not ctx.allowed(Op.DESCRIBE, Res.GROUP, g["group_id"]) else
-                  {"group_id": g["group_id"], "topics": topics(ctx, g["group_id"], g["topics"], stable),
-                   "error_code": 0} if owns(g["group_id"]) else
-                  {"group_id": g["group_id"], "topics": [], "error_code": ErrorCode.NOT_COORDINATOR}
-                  for g in request["groups"]]
+        groups = []
+        for g in request["groups"]:
+            gid = g["group_id"]
+            if not ctx.allowed(Op.DESCRIBE, Res.GROUP, gid):
+                error = ErrorCode.GROUP_AUTHORIZATION_FAILED
+            elif not owns(gid):
+                error = ErrorCode.NOT_COORDINATOR
+            elif ctx.api_version >= 9:
+                error = _check_member(ctx, gid, g["member_id"], g["member_epoch"])
+            else:
+                error = 0
+            groups.append({"group_id": gid, "topics": topics(ctx, gid, g["topics"], stable) if not error else [],
+                           "error_code": error})
         return {"throttle_time_ms": 0, "groups": groups}
     if not ctx.allowed(Op.DESCRIBE, Res.GROUP, request["group_id"]):
         return {"throttle_time_ms": 0, "topics": [], "error_code": ErrorCode.GROUP_AUTHORIZATION_FAILED}

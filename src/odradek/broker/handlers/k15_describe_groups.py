@@ -3,7 +3,9 @@
 Per group: state, protocol type, and members (id, instance id v4+, client id and host). As in Kafka, the
 protocol name and each member's metadata and assignment bytes are filled in only when the group is
 Stable. An unknown group is described as Dead with no members and error NONE; from v6 (KIP-1043) it is
-answered GROUP_ID_NOT_FOUND with a message instead.
+answered GROUP_ID_NOT_FOUND with a message instead. A group of the consumer protocol (KIP-848) is described as
+Kafka 4.4 does: Dead and empty before v6, GROUP_ID_NOT_FOUND ("not a classic group") from v6 — its clients
+use ConsumerGroupDescribe.
 With an authorizer, a group the principal may not DESCRIBE is answered GROUP_AUTHORIZATION_FAILED, and
 `authorized_operations` (v3+, when asked for) holds the bits of what it may do with each group.
 """
@@ -11,6 +13,7 @@ With an authorizer, a group the principal may not DESCRIBE is answered GROUP_AUT
 from odradek.broker.authorizer import Operation as Op, ResourceType as Res
 from odradek.broker.core import RequestContext
 from odradek.broker.registry import handler
+from odradek.coordinator.consumer_group import ConsumerGroup
 from odradek.coordinator.group import GroupState
 from odradek.protocol.api_keys import ApiKey
 from odradek.protocol.errors import ErrorCode
@@ -48,6 +51,10 @@ def describe_groups(ctx: RequestContext, request: dict) -> dict:
         elif gid not in groups and ctx.api_version >= 6:
             out.append({**describe(None, gid), "error_code": ErrorCode.GROUP_ID_NOT_FOUND,
                         "error_message": f"Group {gid} not found."})
+        elif isinstance(groups[gid] if gid in groups else None, ConsumerGroup):
+            out.append(describe(None, gid) if ctx.api_version < 6 else {
+                **describe(None, gid), "error_code": ErrorCode.GROUP_ID_NOT_FOUND,
+                "error_message": f"Group {gid} is not a classic group."})
         else:
             out.append(describe(groups.get(gid), gid))
             if ctx.api_version >= 3 and request["include_authorized_operations"]:

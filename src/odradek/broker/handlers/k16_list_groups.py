@@ -1,13 +1,15 @@
 """ListGroups (key 16), versions 0-5.
 
 Every group this coordinator knows (also Empty ones that only hold offsets), with protocol type, state
-(v4+) and type (v5: always "classic"). v4+ `states_filter` and v5 `types_filter` keep only the matching
-groups (case-insensitive; an empty filter keeps all).
+(v4+) and type (v5: "classic", or "consumer" for groups of the KIP-848 protocol, whose states are Empty,
+Assigning, Reconciling and Stable). v4+ `states_filter` and v5 `types_filter` keep only the matching groups
+(case-insensitive; an empty filter keeps all).
 """
 
 from odradek.broker.authorizer import CLUSTER_NAME, Operation as Op, ResourceType as Res
 from odradek.broker.core import RequestContext
 from odradek.broker.registry import handler
+from odradek.coordinator.consumer_group import ConsumerGroup
 from odradek.coordinator.group import GroupState
 from odradek.protocol.api_keys import ApiKey
 
@@ -24,8 +26,9 @@ def list_groups(ctx: RequestContext, request: dict) -> dict:
             continue
         if states and group.state.value.lower() not in states:
             continue
-        if types and "classic" not in types:
+        kind = "consumer" if isinstance(group, ConsumerGroup) else "classic"
+        if types and kind not in types:
             continue
         out.append({"group_id": group.group_id, "protocol_type": group.protocol_type or "",
-                    "group_state": group.state.value, "group_type": "classic"})
+                    "group_state": group.state.value, "group_type": kind})
     return {"throttle_time_ms": 0, "error_code": 0, "groups": out}
