@@ -42,6 +42,19 @@ KNOWN = [
 ]
 
 
+KNOWN += [
+    Known("cg-heartbeat-unknown-group", r"error_code$|error_message", "odradek keeps consumer groups' state in "
+          "memory, so a member whose group it does not know (after a coordinator move) is told UNKNOWN_MEMBER_ID "
+          "and rejoins; Kafka, which stores the group, answers GROUP_ID_NOT_FOUND (docs/consumer-groups.md)"),
+    Known("cg-classic-join-into-consumer-group*", r".", "Kafka 4 lets classic members join a running consumer "
+          "group (online migration); odradek converts only empty groups and answers INCONSISTENT_GROUP_PROTOCOL "
+          "(docs/consumer-groups.md)"),
+    Known("cg-heartbeat-into-classic-group", r".", "Kafka 4 upgrades a running classic group when a member of the "
+          "consumer protocol joins it; odradek converts only empty groups and answers GROUP_ID_NOT_FOUND "
+          "(docs/consumer-groups.md)"),
+]
+
+
 def deliberate(scenario: str, path: str) -> str | None:
     """The reason a difference at ``path`` is deliberate, or None."""
     for known in KNOWN:

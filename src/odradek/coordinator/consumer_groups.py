@@ -394,7 +394,8 @@ class ConsumerGroupCoordinator:
         self._cancel_timers(member)
         group.remove(member.member_id)
         group.group_epoch += 1
-        if not group.members:
+        if not group.members:  # nothing left to assign: the (empty) target is current, as in Kafka
+            group.assignment_epoch = group.group_epoch
             group.state_timestamp_ms = self._now()
 
     def _touch(self, group: ConsumerGroup, member: ConsumerMember) -> None:
