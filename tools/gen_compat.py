@@ -40,6 +40,8 @@ SUITES = {
     "test_log_cleaner": ("the log cleaner: offset map, dirty ratio and lags, crash points of the segment swap", None),
     "test_builtin_kafka": ("Spark's own Kafka connector (spark-sql-kafka-0-10) beside format(\"odradek\")", "pyspark"),
     "test_admin": ("admin APIs via confluent-kafka", "confluent-kafka"),
+    "test_describe_configs_docs": ("DescribeConfigs documentation strings: raw v0-4, kafka-python's protocol",
+                                   "kafka-python"),
     "test_broker_semantics": ("broker semantics: retention, rolls, timestamps, long poll", None),
     "test_crash_safety": ("crash safety: kill -9, damaged segments", None),
     "test_hostile_input": ("hostile input over raw sockets", None),

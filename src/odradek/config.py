@@ -3,6 +3,9 @@
 Broker properties come from an optional `server.properties` file and `--set key=value` overrides. Topic
 configs (CreateTopics, later AlterConfigs) use the topic-level names, and each falls back to the broker
 property that supplies its default, as in Kafka (`retention.ms` ← `log.retention.ms`).
+
+Each broker property (`Property.doc`) and topic config (`TopicConfig.doc`) carries a sentence or two of our own
+on what it does and its unit; DescribeConfigs returns it as the config's `documentation` when asked.
 """
 
 from __future__ import annotations
@@ -45,7 +48,7 @@ class Property:
     parse: Callable[[str], object]
     default: object
     check: Callable[[object], bool] = lambda v: True
-    doc: str = ""
+    doc: str = ""  # what it does and its unit, in a sentence or two: DescribeConfigs' `documentation`
 
 
 def _at_least(n: int) -> Callable[[object], bool]:
@@ -60,151 +63,326 @@ def _positive_or_unlimited(v: object) -> bool:
 BROKER_PROPERTIES: dict[str, Property] = {
     p.name: p
     for p in [
-        Property("node.id", _parse_int, 0, _at_least(0)),
-        Property("broker.id", _parse_int, -1),
-        Property("num.partitions", _parse_int, 1, _at_least(1)),
-        Property("default.replication.factor", _parse_int, 1, _at_least(1)),
-        Property("auto.create.topics.enable", _parse_bool, True),
-        Property("delete.topic.enable", _parse_bool, True),
-        Property("message.max.bytes", _parse_int, 1048588, _at_least(0)),
-        Property("socket.request.max.bytes", _parse_int, 104857600, _at_least(1)),
+        Property("node.id", _parse_int, 0, _at_least(0),
+                 doc="This broker's id when broker.id is not set; a cluster member needs one or the other (an "
+                     "integer)."),
+        Property("broker.id", _parse_int, -1,
+                 doc="This broker's id in a cluster; -1 leaves the id to node.id (an integer)."),
+        Property("num.partitions", _parse_int, 1, _at_least(1),
+                 doc="Partition count of a topic created without one, auto-created topics included (a count)."),
+        Property("default.replication.factor", _parse_int, 1, _at_least(1),
+                 doc="Replica count of a topic created without one, auto-created topics included (a count)."),
+        Property("auto.create.topics.enable", _parse_bool, True,
+                 doc="Whether a Metadata request naming a topic that does not exist creates it with the broker's "
+                     "defaults (true or false)."),
+        Property("delete.topic.enable", _parse_bool, True,
+                 doc="Whether DeleteTopics may remove topics; when false every deletion is refused (true or false)."),
+        Property("message.max.bytes", _parse_int, 1048588, _at_least(0),
+                 doc="Largest record batch the broker takes in one write; the default of the topic config "
+                     "max.message.bytes (bytes)."),
+        Property("socket.request.max.bytes", _parse_int, 104857600, _at_least(1),
+                 doc="Largest request frame a client may send; a bigger one closes the connection (bytes)."),
         # Upper bound on one Fetch response, whatever the client asks for (Kafka's default is 55 MiB). Large
         # responses cost more to join and to push through asyncio's transport buffer than extra round trips
         # do; see README's performance section. The first batch is returned whatever its size.
-        Property("fetch.max.bytes", _parse_int, 4 << 20, _at_least(1024)),
+        Property("fetch.max.bytes", _parse_int, 4 << 20, _at_least(1024),
+                 doc="Cap on one Fetch response whatever size the client asks for; the first batch goes out whole "
+                     "even when larger (bytes)."),
         # incremental fetch sessions (KIP-227, broker/fetch_sessions.py)
-        Property("max.incremental.fetch.session.cache.slots", _parse_int, 1000, _at_least(0)),
-        Property("min.incremental.fetch.session.eviction.ms", _parse_int, 120000, _at_least(0)),
-        Property("log.segment.bytes", _parse_int, 1 << 30, _at_least(14)),
-        Property("log.roll.ms", _parse_int, None),
-        Property("log.roll.hours", _parse_int, 168, _at_least(1)),
-        Property("log.retention.ms", _parse_int, None),
-        Property("log.retention.minutes", _parse_int, None),
-        Property("log.retention.hours", _parse_int, 168),
-        Property("log.retention.bytes", _parse_int, -1),
-        Property("log.retention.check.interval.ms", _parse_int, 300000, _at_least(1)),
-        Property("log.index.interval.bytes", _parse_int, 4096, _at_least(0)),
-        Property("log.flush.interval.messages", _parse_int, LONG_MAX, _at_least(1)),
-        Property("log.flush.interval.ms", _parse_int, None),
-        Property("log.message.timestamp.type", str, "CreateTime", lambda v: v in ("CreateTime", "LogAppendTime")),
+        Property("max.incremental.fetch.session.cache.slots", _parse_int, 1000, _at_least(0),
+                 doc="How many incremental fetch sessions (KIP-227) the broker holds at once (a count)."),
+        Property("min.incremental.fetch.session.eviction.ms", _parse_int, 120000, _at_least(0),
+                 doc="How long a fetch session must sit idle before a new session may take its slot in a full cache "
+                     "(milliseconds)."),
+        Property("log.segment.bytes", _parse_int, 1 << 30, _at_least(14),
+                 doc="Size at which a partition's active segment file is closed and a new one begun; the default of "
+                     "segment.bytes (bytes)."),
+        Property("log.roll.ms", _parse_int, None,
+                 doc="Age at which the active segment is closed even when not full; unset defers to log.roll.hours. "
+                     "The default of segment.ms (milliseconds)."),
+        Property("log.roll.hours", _parse_int, 168, _at_least(1),
+                 doc="Segment roll age used when log.roll.ms is unset (hours)."),
+        Property("log.retention.ms", _parse_int, None,
+                 doc="How long records are kept before their segment may be deleted, -1 for ever; wins over the "
+                     "minutes and hours forms. The default of retention.ms (milliseconds)."),
+        Property("log.retention.minutes", _parse_int, None,
+                 doc="Retention time used when log.retention.ms is unset (minutes)."),
+        Property("log.retention.hours", _parse_int, 168,
+                 doc="Retention time used when neither log.retention.ms nor log.retention.minutes is set (hours)."),
+        Property("log.retention.bytes", _parse_int, -1,
+                 doc="Size a partition may reach before its oldest segments are deleted, -1 for no limit; the "
+                     "default of retention.bytes (bytes)."),
+        Property("log.retention.check.interval.ms", _parse_int, 300000, _at_least(1),
+                 doc="How often the broker looks for segments past their retention time or size (milliseconds)."),
+        Property("log.index.interval.bytes", _parse_int, 4096, _at_least(0),
+                 doc="Log bytes between two entries of a segment's offset index; the default of "
+                     "index.interval.bytes (bytes)."),
+        Property("log.flush.interval.messages", _parse_int, LONG_MAX, _at_least(1),
+                 doc="Records appended to a partition after which it is forced to disk; the largest long leaves "
+                     "flushing to the operating system (a count)."),
+        Property("log.flush.interval.ms", _parse_int, None,
+                 doc="Longest appended records wait before their partition is forced to disk; unset leaves flushing "
+                     "to the operating system (milliseconds)."),
+        Property("log.message.timestamp.type", str, "CreateTime", lambda v: v in ("CreateTime", "LogAppendTime"),
+                 doc="Default timestamp of stored records: CreateTime keeps the producer's, LogAppendTime puts the "
+                     "broker's clock on each batch as it is appended."),
         Property("log.cleanup.policy", str, "delete",
-                 lambda v: set(v.replace(" ", "").split(",")) <= {"delete", "compact"} and v != ""),
+                 lambda v: set(v.replace(" ", "").split(",")) <= {"delete", "compact"} and v != "",
+                 doc="Default cleanup.policy of topics: delete drops segments past retention, compact keeps the "
+                     "newest record of each key; a comma-separated list, both allowed."),
         # the log cleaner (storage/cleaner.py, docs/compaction.md); Kafka's names and defaults
-        Property("log.cleaner.enable", _parse_bool, True),
-        Property("log.cleaner.threads", _parse_int, 1, _at_least(1)),
-        Property("log.cleaner.dedupe.buffer.size", _parse_int, 134217728, _at_least(1024)),
-        Property("log.cleaner.io.max.bytes.per.second", float, 1.7976931348623157e308, lambda v: v > 0),
-        Property("log.cleaner.backoff.ms", _parse_int, 15000, _at_least(0)),
-        Property("log.cleaner.min.cleanable.ratio", float, 0.5, lambda v: 0.0 <= v <= 1.0),
-        Property("log.cleaner.delete.retention.ms", _parse_int, 86400000, _at_least(0)),
-        Property("log.cleaner.min.compaction.lag.ms", _parse_int, 0, _at_least(0)),
-        Property("log.cleaner.max.compaction.lag.ms", _parse_int, LONG_MAX, _at_least(1)),
-        Property("min.insync.replicas", _parse_int, 1, _at_least(1)),
-        Property("compression.type", str, "producer", lambda v: v == "producer" or v in COMPRESSION_TYPES),
-        Property("group.min.session.timeout.ms", _parse_int, 6000, _at_least(1)),
-        Property("group.max.session.timeout.ms", _parse_int, 1800000, _at_least(1)),
+        Property("log.cleaner.enable", _parse_bool, True,
+                 doc="Whether the log cleaner runs, compacting topics whose cleanup policy includes compact (true "
+                     "or false)."),
+        Property("log.cleaner.threads", _parse_int, 1, _at_least(1),
+                 doc="Threads the log cleaner compacts partitions with (a count)."),
+        Property("log.cleaner.dedupe.buffer.size", _parse_int, 134217728, _at_least(1024),
+                 doc="Memory the log cleaner's threads share for their maps from key to newest offset (bytes)."),
+        Property("log.cleaner.io.max.bytes.per.second", float, 1.7976931348623157e308, lambda v: v > 0,
+                 doc="Cap on the bytes the log cleaner's threads read and write together (bytes per second)."),
+        Property("log.cleaner.backoff.ms", _parse_int, 15000, _at_least(0),
+                 doc="How long the log cleaner sleeps when no partition needs compacting (milliseconds)."),
+        Property("log.cleaner.min.cleanable.ratio", float, 0.5, lambda v: 0.0 <= v <= 1.0,
+                 doc="Default of min.cleanable.dirty.ratio: the uncompacted share of a log above which it is "
+                     "compacted (a fraction, 0 to 1)."),
+        Property("log.cleaner.delete.retention.ms", _parse_int, 86400000, _at_least(0),
+                 doc="Default of delete.retention.ms: how long a tombstone outlives the compaction that reached it "
+                     "(milliseconds)."),
+        Property("log.cleaner.min.compaction.lag.ms", _parse_int, 0, _at_least(0),
+                 doc="Default of min.compaction.lag.ms: the age a record must reach before compaction may drop it "
+                     "(milliseconds)."),
+        Property("log.cleaner.max.compaction.lag.ms", _parse_int, LONG_MAX, _at_least(1),
+                 doc="Default of max.compaction.lag.ms: the longest a compactable record waits for its log to be "
+                     "compacted (milliseconds)."),
+        Property("min.insync.replicas", _parse_int, 1, _at_least(1),
+                 doc="Default of the topic config of that name: in-sync replicas a partition needs to take a write "
+                     "with acks=all (a count)."),
+        Property("compression.type", str, "producer", lambda v: v == "producer" or v in COMPRESSION_TYPES,
+                 doc="Default codec topics store batches in: producer keeps each batch as sent; uncompressed, gzip, "
+                     "snappy, lz4 or zstd recompresses batches in any other."),
+        Property("group.min.session.timeout.ms", _parse_int, 6000, _at_least(1),
+                 doc="Shortest session timeout a consumer group member may ask for (milliseconds)."),
+        Property("group.max.session.timeout.ms", _parse_int, 1800000, _at_least(1),
+                 doc="Longest session timeout a consumer group member may ask for (milliseconds)."),
         # Kafka's default (3000); a lone member does not wait it out: see group.initial.rebalance.quiet.ms
-        Property("group.initial.rebalance.delay.ms", _parse_int, 3000, _at_least(0)),
+        Property("group.initial.rebalance.delay.ms", _parse_int, 3000, _at_least(0),
+                 doc="How long a new, empty group waits for more members to join before its first rebalance ends "
+                     "(milliseconds)."),
         # odradek: the initial delay ends once no new member has joined for this long
-        Property("group.initial.rebalance.quiet.ms", _parse_int, 250, _at_least(0)),
-        Property("group.max.size", _parse_int, 2147483647, _at_least(1)),
+        Property("group.initial.rebalance.quiet.ms", _parse_int, 250, _at_least(0),
+                 doc="odradek's own: the initial rebalance delay ends early once no new member has joined for this "
+                     "long (milliseconds)."),
+        Property("group.max.size", _parse_int, 2147483647, _at_least(1),
+                 doc="Most members one consumer group may hold (a count)."),
         # the consumer group protocol (KIP-848); Kafka's names and defaults
-        Property("group.consumer.session.timeout.ms", _parse_int, 45000, _at_least(1)),
-        Property("group.consumer.min.session.timeout.ms", _parse_int, 45000, _at_least(1)),
-        Property("group.consumer.max.session.timeout.ms", _parse_int, 60000, _at_least(1)),
-        Property("group.consumer.heartbeat.interval.ms", _parse_int, 5000, _at_least(1)),
-        Property("group.consumer.min.heartbeat.interval.ms", _parse_int, 5000, _at_least(1)),
-        Property("group.consumer.max.heartbeat.interval.ms", _parse_int, 15000, _at_least(1)),
+        Property("group.consumer.session.timeout.ms", _parse_int, 45000, _at_least(1),
+                 doc="A member of a consumer-protocol group (KIP-848) that sends no heartbeat for this long is "
+                     "removed and its partitions move on (milliseconds)."),
+        Property("group.consumer.min.session.timeout.ms", _parse_int, 45000, _at_least(1),
+                 doc="Lower bound checked at start-up for group.consumer.session.timeout.ms (milliseconds)."),
+        Property("group.consumer.max.session.timeout.ms", _parse_int, 60000, _at_least(1),
+                 doc="Upper bound checked at start-up for group.consumer.session.timeout.ms (milliseconds)."),
+        Property("group.consumer.heartbeat.interval.ms", _parse_int, 5000, _at_least(1),
+                 doc="How often members of consumer-protocol groups are told to heartbeat (milliseconds)."),
+        Property("group.consumer.min.heartbeat.interval.ms", _parse_int, 5000, _at_least(1),
+                 doc="Lower bound checked at start-up for group.consumer.heartbeat.interval.ms (milliseconds)."),
+        Property("group.consumer.max.heartbeat.interval.ms", _parse_int, 15000, _at_least(1),
+                 doc="Upper bound checked at start-up for group.consumer.heartbeat.interval.ms (milliseconds)."),
         Property("group.consumer.assignors", str, "uniform,range",
-                 lambda v: bool(v.strip()) and all(a.strip() in ("uniform", "range") for a in v.split(","))),
-        Property("group.consumer.max.size", _parse_int, 2147483647, _at_least(1)),
-        Property("offsets.topic.num.partitions", _parse_int, 50, _at_least(1)),
-        Property("offsets.retention.minutes", _parse_int, 10080, _at_least(1)),
-        Property("offsets.retention.check.interval.ms", _parse_int, 600000, _at_least(1)),
-        Property("offset.metadata.max.bytes", _parse_int, 4096, _at_least(0)),
-        Property("producer.id.expiration.ms", _parse_int, 86400000, _at_least(1)),
+                 lambda v: bool(v.strip()) and all(a.strip() in ("uniform", "range") for a in v.split(",")),
+                 doc="The server-side assignors consumer-protocol groups may use, the first being the default "
+                     "(a comma-separated list of uniform and range)."),
+        Property("group.consumer.max.size", _parse_int, 2147483647, _at_least(1),
+                 doc="Most members one consumer-protocol group may hold (a count)."),
+        Property("offsets.topic.num.partitions", _parse_int, 50, _at_least(1),
+                 doc="Partitions of the internal __consumer_offsets topic; fixed once the topic exists (a count)."),
+        Property("offsets.retention.minutes", _parse_int, 10080, _at_least(1),
+                 doc="How long a group's committed offsets are kept after the group has become empty or after their "
+                     "commit, whichever is later (minutes)."),
+        Property("offsets.retention.check.interval.ms", _parse_int, 600000, _at_least(1),
+                 doc="How often expired committed offsets are looked for and removed (milliseconds)."),
+        Property("offset.metadata.max.bytes", _parse_int, 4096, _at_least(0),
+                 doc="Longest metadata string an offset commit may carry; a longer one is refused (bytes, UTF-8)."),
+        Property("producer.id.expiration.ms", _parse_int, 86400000, _at_least(1),
+                 doc="How long a partition remembers an idle producer id's sequence numbers for deduplication "
+                     "(milliseconds)."),
         # Kafka's default is 50; one node gains nothing from sharding the log over 50 partitions, which cost
         # ~0.4 s of directory/segment creation (fsyncs) on a first start and 150 file descriptors.
-        Property("transaction.state.log.num.partitions", _parse_int, 1, _at_least(1)),
-        Property("transaction.max.timeout.ms", _parse_int, 900000, _at_least(1)),
-        Property("transaction.abort.timed.out.transaction.cleanup.interval.ms", _parse_int, 10000, _at_least(1)),
-        Property("transactional.id.expiration.ms", _parse_int, 604800000, _at_least(1)),
+        Property("transaction.state.log.num.partitions", _parse_int, 1, _at_least(1),
+                 doc="Partitions of the internal __transaction_state topic; odradek's default is 1 (a count)."),
+        Property("transaction.max.timeout.ms", _parse_int, 900000, _at_least(1),
+                 doc="Longest transaction timeout a producer may ask for; InitProducerId with a longer one is "
+                     "refused (milliseconds)."),
+        Property("transaction.abort.timed.out.transaction.cleanup.interval.ms", _parse_int, 10000, _at_least(1),
+                 doc="How often the transaction coordinator looks for transactions open past their timeout and "
+                     "aborts them (milliseconds)."),
+        Property("transactional.id.expiration.ms", _parse_int, 604800000, _at_least(1),
+                 doc="How long an idle transactional id is remembered before the coordinator forgets it "
+                     "(milliseconds)."),
         # KIP-890: a partition asks the coordinator before a producer's first write of a transaction there
-        Property("transaction.partition.verification.enable", _parse_bool, True),
+        Property("transaction.partition.verification.enable", _parse_bool, True,
+                 doc="Whether a partition asks the transaction coordinator before a producer's first transactional "
+                     "write to it, as KIP-890 has it (true or false)."),
         # -- cluster mode (set zookeeper.connect); Kafka's names and defaults --
-        Property("zookeeper.connect", str, ""),
-        Property("zookeeper.session.timeout.ms", _parse_int, 18000, _at_least(1000)),
-        Property("zookeeper.connection.timeout.ms", _parse_int, None),
-        Property("broker.rack", str, None),
-        Property("replica.lag.time.max.ms", _parse_int, 30000, _at_least(1)),
-        Property("replica.fetch.max.bytes", _parse_int, 1048576, _at_least(1)),
-        Property("replica.fetch.min.bytes", _parse_int, 1, _at_least(1)),
-        Property("replica.fetch.wait.max.ms", _parse_int, 500, _at_least(0)),
-        Property("replica.fetch.response.max.bytes", _parse_int, 10485760, _at_least(1)),
-        Property("replica.fetch.backoff.ms", _parse_int, 1000, _at_least(0)),
-        Property("replica.high.watermark.checkpoint.interval.ms", _parse_int, 5000, _at_least(1)),
-        Property("unclean.leader.election.enable", _parse_bool, False),
-        Property("controlled.shutdown.enable", _parse_bool, True),
-        Property("controlled.shutdown.max.retries", _parse_int, 3, _at_least(0)),
-        Property("controlled.shutdown.retry.backoff.ms", _parse_int, 5000, _at_least(0)),
-        Property("controller.socket.timeout.ms", _parse_int, 30000, _at_least(1)),
+        Property("zookeeper.connect", str, "",
+                 doc="ZooKeeper to join a cluster through (host:port,...[/chroot]); empty runs a single node on its "
+                     "own."),
+        Property("zookeeper.session.timeout.ms", _parse_int, 18000, _at_least(1000),
+                 doc="ZooKeeper session timeout: a broker silent for longer loses its registration (milliseconds)."),
+        Property("zookeeper.connection.timeout.ms", _parse_int, None,
+                 doc="How long the broker waits to first reach ZooKeeper; unset uses zookeeper.session.timeout.ms "
+                     "(milliseconds)."),
+        Property("broker.rack", str, None,
+                 doc="Rack this broker stands in, used to spread each partition's replicas over racks; unset for "
+                     "none."),
+        Property("replica.lag.time.max.ms", _parse_int, 30000, _at_least(1),
+                 doc="A follower that has not caught up with its leader for this long leaves the in-sync replicas "
+                     "(milliseconds)."),
+        Property("replica.fetch.max.bytes", _parse_int, 1048576, _at_least(1),
+                 doc="Bytes a follower asks for per partition in one replication fetch (bytes)."),
+        Property("replica.fetch.min.bytes", _parse_int, 1, _at_least(1),
+                 doc="Bytes a follower's fetch waits for before the leader answers (bytes)."),
+        Property("replica.fetch.wait.max.ms", _parse_int, 500, _at_least(0),
+                 doc="Longest a leader holds a follower's fetch open waiting for data (milliseconds)."),
+        Property("replica.fetch.response.max.bytes", _parse_int, 10485760, _at_least(1),
+                 doc="Cap on one whole replication fetch response (bytes)."),
+        Property("replica.fetch.backoff.ms", _parse_int, 1000, _at_least(0),
+                 doc="Pause before a follower fetches again after a failed fetch (milliseconds)."),
+        Property("replica.high.watermark.checkpoint.interval.ms", _parse_int, 5000, _at_least(1),
+                 doc="How often the partitions' high watermarks are saved to disk (milliseconds)."),
+        Property("unclean.leader.election.enable", _parse_bool, False,
+                 doc="Whether a replica outside the in-sync set may lead when no in-sync one is left, losing the "
+                     "records it lacks (true or false)."),
+        Property("controlled.shutdown.enable", _parse_bool, True,
+                 doc="Whether a stopping broker first asks the controller to move its partition leaderships "
+                     "elsewhere (true or false)."),
+        Property("controlled.shutdown.max.retries", _parse_int, 3, _at_least(0),
+                 doc="Retries of a controlled shutdown before the broker stops anyway (a count)."),
+        Property("controlled.shutdown.retry.backoff.ms", _parse_int, 5000, _at_least(0),
+                 doc="Pause between two controlled shutdown attempts (milliseconds)."),
+        Property("controller.socket.timeout.ms", _parse_int, 30000, _at_least(1),
+                 doc="How long the controller waits for a broker to answer one of its requests (milliseconds)."),
         # replication throttles (bytes/s) of the partitions the topic configs below name; also dynamic
         # (/config/brokers, set by `odradek cluster reassign --throttle`)
-        Property("leader.replication.throttled.rate", _parse_int, LONG_MAX, _at_least(1)),
-        Property("follower.replication.throttled.rate", _parse_int, LONG_MAX, _at_least(1)),
-        Property("auto.leader.rebalance.enable", _parse_bool, True),
-        Property("leader.imbalance.check.interval.seconds", _parse_int, 300, _at_least(1)),
-        Property("leader.imbalance.per.broker.percentage", _parse_int, 10, _at_least(0)),
-        Property("offsets.topic.replication.factor", _parse_int, 3, _at_least(1)),
-        Property("transaction.state.log.replication.factor", _parse_int, 3, _at_least(1)),
-        Property("transaction.state.log.min.isr", _parse_int, 2, _at_least(1)),
+        Property("leader.replication.throttled.rate", _parse_int, LONG_MAX, _at_least(1),
+                 doc="Cap on replication traffic this broker serves as leader for the replicas topics name in "
+                     "leader.replication.throttled.replicas; odradek stores it but does not apply it yet (bytes per "
+                     "second)."),
+        Property("follower.replication.throttled.rate", _parse_int, LONG_MAX, _at_least(1),
+                 doc="Cap on replication traffic this broker fetches as follower for the replicas topics name in "
+                     "follower.replication.throttled.replicas (bytes per second)."),
+        Property("auto.leader.rebalance.enable", _parse_bool, True,
+                 doc="Whether the controller hands leadership back to each partition's preferred replica when "
+                     "brokers' shares drift apart (true or false)."),
+        Property("leader.imbalance.check.interval.seconds", _parse_int, 300, _at_least(1),
+                 doc="How often the controller checks leader balance (seconds)."),
+        Property("leader.imbalance.per.broker.percentage", _parse_int, 10, _at_least(0),
+                 doc="Share of a broker's preferred partitions led elsewhere above which the controller moves "
+                     "leadership back (percent)."),
+        Property("offsets.topic.replication.factor", _parse_int, 3, _at_least(1),
+                 doc="Replicas of the internal __consumer_offsets topic in a cluster (a count)."),
+        Property("transaction.state.log.replication.factor", _parse_int, 3, _at_least(1),
+                 doc="Replicas of the internal __transaction_state topic in a cluster (a count)."),
+        Property("transaction.state.log.min.isr", _parse_int, 2, _at_least(1),
+                 doc="min.insync.replicas of the internal __transaction_state topic (a count)."),
         # -- listeners (net/listeners.py) and TLS (net/tls.py); `listener.name.<name>.<ssl.*>` overrides a
         # TLS property for one listener --
-        Property("listeners", str, ""),
-        Property("advertised.listeners", str, ""),
-        Property("listener.security.protocol.map", str, ""),
-        Property("inter.broker.listener.name", str, ""),
-        Property("security.inter.broker.protocol", str, "PLAINTEXT"),
-        Property("ssl.keystore.type", str, "PEM"),
-        Property("ssl.keystore.location", str, ""),
-        Property("ssl.key.password", str, ""),
-        Property("ssl.truststore.type", str, "PEM"),
-        Property("ssl.truststore.location", str, ""),
-        Property("ssl.client.auth", str, "none", lambda v: v in ("none", "requested", "required")),
-        Property("ssl.enabled.protocols", str, "TLSv1.2,TLSv1.3"),
-        Property("ssl.cipher.suites", str, ""),
-        Property("ssl.principal.mapping.rules", str, "DEFAULT"),
-        Property("ssl.endpoint.identification.algorithm", str, "https"),
+        Property("listeners", str, "",
+                 doc="Where the broker listens: NAME://host:port entries, comma-separated."),
+        Property("advertised.listeners", str, "",
+                 doc="Addresses handed to clients and other brokers, NAME://host:port entries; empty hands out the "
+                     "listeners."),
+        Property("listener.security.protocol.map", str, "",
+                 doc="Security protocol of each listener name, as NAME:PROTOCOL pairs (PLAINTEXT, SSL, "
+                     "SASL_PLAINTEXT, SASL_SSL)."),
+        Property("inter.broker.listener.name", str, "",
+                 doc="Listener brokers reach each other on; empty picks the one named after "
+                     "security.inter.broker.protocol."),
+        Property("security.inter.broker.protocol", str, "PLAINTEXT",
+                 doc="Picks the inter-broker listener by its name when inter.broker.listener.name is unset."),
+        Property("ssl.keystore.type", str, "PEM",
+                 doc="Format of the file with the broker's certificate and key; odradek reads PEM only."),
+        Property("ssl.keystore.location", str, "",
+                 doc="Path of the PEM file with the broker's certificate chain and private key."),
+        Property("ssl.key.password", str, "",
+                 doc="Password of the private key, when it is encrypted; never shown."),
+        Property("ssl.truststore.type", str, "PEM",
+                 doc="Format of the file of trusted CA certificates; odradek reads PEM only."),
+        Property("ssl.truststore.location", str, "",
+                 doc="Path of the PEM file of CA certificates that peers' certificates are checked against."),
+        Property("ssl.client.auth", str, "none", lambda v: v in ("none", "requested", "required"),
+                 doc="Whether TLS clients must show a certificate: none, requested or required."),
+        Property("ssl.enabled.protocols", str, "TLSv1.2,TLSv1.3",
+                 doc="TLS versions accepted, comma-separated (TLSv1.2, TLSv1.3)."),
+        Property("ssl.cipher.suites", str, "",
+                 doc="Cipher suites allowed, comma-separated; empty keeps the TLS library's choice."),
+        Property("ssl.principal.mapping.rules", str, "DEFAULT",
+                 doc="How a client certificate's subject becomes a principal name: RULE:pattern/replacement/ "
+                     "entries, then DEFAULT."),
+        Property("ssl.endpoint.identification.algorithm", str, "https",
+                 doc="https makes a broker check that another broker's certificate matches its host name; empty "
+                     "skips the check."),
         # SASL (net/sasl.py), also per listener: listener.name.<name>.sasl.enabled.mechanisms, ...
-        Property("sasl.enabled.mechanisms", str, "GSSAPI"),
-        Property("plain.sasl.jaas.config", str, ""),
+        Property("sasl.enabled.mechanisms", str, "GSSAPI",
+                 doc="SASL mechanisms a SASL listener offers, comma-separated: PLAIN, SCRAM-SHA-256, SCRAM-SHA-512, "
+                     "OAUTHBEARER (the GSSAPI default is not offered: set it)."),
+        Property("plain.sasl.jaas.config", str, "",
+                 doc="JAAS-style text whose user_NAME=\"PASSWORD\" entries are the PLAIN users; never shown."),
         # brokers logging in to each other on a SASL inter-broker listener (net/sasl_client.py): the mechanism,
         # and the broker's own username="..." password="..." in listener.name.<name>.<mechanism>.sasl.jaas.config
-        Property("sasl.mechanism.inter.broker.protocol", str, "GSSAPI"),
-        Property("scram-sha-256.sasl.jaas.config", str, ""),
-        Property("scram-sha-512.sasl.jaas.config", str, ""),
-        Property("connections.max.reauth.ms", _parse_int, 0, _at_least(0)),
-        Property("connection.failed.authentication.delay.ms", _parse_int, 100, _at_least(0)),
-        Property("sasl.oauthbearer.jwks.endpoint.url", str, ""),
-        Property("sasl.oauthbearer.jwks.endpoint.refresh.ms", _parse_int, 3600000, _at_least(1000)),
-        Property("sasl.oauthbearer.expected.audience", str, ""),
-        Property("sasl.oauthbearer.expected.issuer", str, ""),
-        Property("sasl.oauthbearer.sub.claim.name", str, "sub"),
-        Property("sasl.oauthbearer.clock.skew.seconds", _parse_int, 30, _at_least(0)),
+        Property("sasl.mechanism.inter.broker.protocol", str, "GSSAPI",
+                 doc="SASL mechanism brokers log in to each other with on a SASL inter-broker listener."),
+        Property("scram-sha-256.sasl.jaas.config", str, "",
+                 doc="JAAS-style text with the username and password this broker logs in to other brokers with over "
+                     "SCRAM-SHA-256; never shown."),
+        Property("scram-sha-512.sasl.jaas.config", str, "",
+                 doc="JAAS-style text with the username and password this broker logs in to other brokers with over "
+                     "SCRAM-SHA-512; never shown."),
+        Property("connections.max.reauth.ms", _parse_int, 0, _at_least(0),
+                 doc="Longest a SASL login lasts before the client must authenticate again; 0 for no limit "
+                     "(milliseconds)."),
+        Property("connection.failed.authentication.delay.ms", _parse_int, 100, _at_least(0),
+                 doc="Pause before the broker answers a failed login and closes the connection (milliseconds)."),
+        Property("sasl.oauthbearer.jwks.endpoint.url", str, "",
+                 doc="Where the JSON Web Key Set checking OAUTHBEARER tokens' signatures is read from (file://, "
+                     "http:// or https:// URL)."),
+        Property("sasl.oauthbearer.jwks.endpoint.refresh.ms", _parse_int, 3600000, _at_least(1000),
+                 doc="How often the JSON Web Key Set is read again (milliseconds)."),
+        Property("sasl.oauthbearer.expected.audience", str, "",
+                 doc="Audiences, comma-separated, one of which an OAUTHBEARER token must name; empty accepts any."),
+        Property("sasl.oauthbearer.expected.issuer", str, "",
+                 doc="Issuer an OAUTHBEARER token must name; empty accepts any."),
+        Property("sasl.oauthbearer.sub.claim.name", str, "sub",
+                 doc="Token claim taken as the principal's name."),
+        Property("sasl.oauthbearer.clock.skew.seconds", _parse_int, 30, _at_least(0),
+                 doc="Slack allowed between clocks when a token's times are checked (seconds)."),
         # connection limits (net/limits.py) and the bytes of requests being read (net/framing.py)
-        Property("queued.max.request.bytes", _parse_int, -1, lambda v: isinstance(v, int) and (v == -1 or v > 0)),
-        Property("max.connections", _parse_int, 2147483647, _at_least(0)),
-        Property("max.connections.per.ip", _parse_int, 2147483647, _at_least(0)),
-        Property("max.connections.per.ip.overrides", str, ""),
+        Property("queued.max.request.bytes", _parse_int, -1, lambda v: isinstance(v, int) and (v == -1 or v > 0),
+                 doc="Bound on bytes of requests read but not yet answered, over all connections; -1 for no bound "
+                     "(bytes)."),
+        Property("max.connections", _parse_int, 2147483647, _at_least(0),
+                 doc="Most client connections the broker keeps open at once (a count)."),
+        Property("max.connections.per.ip", _parse_int, 2147483647, _at_least(0),
+                 doc="Most connections kept open from one address at once (a count)."),
+        Property("max.connections.per.ip.overrides", str, "",
+                 doc="Exceptions to max.connections.per.ip for given addresses, as host:count pairs, "
+                     "comma-separated."),
         # client quotas (broker/quotas.py): the rate is measured over quota.window.num samples of this size
-        Property("quota.window.num", _parse_int, 11, _at_least(2)),
-        Property("quota.window.size.seconds", _parse_int, 1, _at_least(1)),
+        Property("quota.window.num", _parse_int, 11, _at_least(2),
+                 doc="Samples a client's rate is averaged over for quotas (a count)."),
+        Property("quota.window.size.seconds", _parse_int, 1, _at_least(1),
+                 doc="Length of one quota rate sample (seconds)."),
         # DescribeTopicPartitions (handlers/k75_describe_topic_partitions.py): partitions in one response at most
-        Property("max.request.partition.size.limit", _parse_int, 2000, _at_least(1)),
+        Property("max.request.partition.size.limit", _parse_int, 2000, _at_least(1),
+                 doc="Most partitions one DescribeTopicPartitions response lists (a count)."),
         # the authorizer (broker/authorizer.py)
-        Property("authorizer.class.name", str, ""),
-        Property("super.users", str, ""),
-        Property("allow.everyone.if.no.acl.found", _parse_bool, False),
+        Property("authorizer.class.name", str, "",
+                 doc="Kafka authorizer class whose ACL checks odradek applies (StandardAuthorizer or "
+                     "AclAuthorizer); empty allows every request."),
+        Property("super.users", str, "",
+                 doc="Principals allowed everything whatever the ACLs say, as User:NAME separated by semicolons."),
+        Property("allow.everyone.if.no.acl.found", _parse_bool, False,
+                 doc="Whether a resource no ACL applies to is open to everyone (true or false)."),
     ]
 }
 
@@ -354,46 +532,153 @@ def _int_between(low: int, high: int) -> Callable[[str], bool]:
     return check
 
 
-# Topic-level configs: name -> validator of the string value.
-TOPIC_CONFIGS: dict[str, Callable[[str], bool]] = {
-    "cleanup.policy": lambda v: set(v.replace(" ", "").split(",")) <= {"delete", "compact"} and v != "",
+@dataclass(frozen=True)
+class TopicConfig:
+    """A topic-level config: the check of a value (a string), and what the config does and its unit, in a
+    sentence or two (DescribeConfigs' `documentation`)."""
+
+    check: Callable[[str], bool]
+    doc: str
+
+
+# Topic-level configs: name -> its check and its documentation.
+TOPIC_CONFIGS: dict[str, TopicConfig] = {
+    "cleanup.policy": TopicConfig(
+        lambda v: set(v.replace(" ", "").split(",")) <= {"delete", "compact"} and v != "",
+        "What becomes of old records: delete drops segments past retention, compact keeps the newest record of "
+        "each key; a comma-separated list, both allowed."),
     # "producer": batches are stored as produced; a codec: batches in another one are recompressed
-    "compression.type": lambda v: v == "producer" or v in COMPRESSION_TYPES,
-    "compression.gzip.level": lambda v: v == "-1" or _int_between(1, 9)(v),
-    "compression.lz4.level": _int_between(1, 17),
-    "compression.zstd.level": _int_between(-131072, 22),
-    "local.retention.bytes": _topic_int(-2),
-    "local.retention.ms": _topic_int(-2),
-    "segment.jitter.ms": _topic_int(0),
-    "message.format.version": lambda v: bool(v) and v[0].isdigit(),
+    "compression.type": TopicConfig(
+        lambda v: v == "producer" or v in COMPRESSION_TYPES,
+        "Codec batches are stored in: producer keeps each batch as its producer sent it; uncompressed, gzip, "
+        "snappy, lz4 or zstd recompresses a batch in any other."),
+    "compression.gzip.level": TopicConfig(
+        lambda v: v == "-1" or _int_between(1, 9)(v),
+        "gzip level for batches the broker recompresses (1 to 9, -1 for the codec's own); odradek keeps the value "
+        "but compresses at its own level."),
+    "compression.lz4.level": TopicConfig(
+        _int_between(1, 17),
+        "lz4 level for batches the broker recompresses (1 to 17); odradek keeps the value but compresses at its "
+        "own level."),
+    "compression.zstd.level": TopicConfig(
+        _int_between(-131072, 22),
+        "zstd level for batches the broker recompresses (-131072 to 22); odradek keeps the value but compresses at "
+        "its own level."),
+    "local.retention.bytes": TopicConfig(
+        _topic_int(-2),
+        "Tiered storage: bytes of a partition kept on local disk, -2 for retention.bytes; odradek has no tiers and "
+        "keeps the value only (bytes)."),
+    "local.retention.ms": TopicConfig(
+        _topic_int(-2),
+        "Tiered storage: how long records stay on local disk, -2 for retention.ms; odradek has no tiers and keeps "
+        "the value only (milliseconds)."),
+    "segment.jitter.ms": TopicConfig(
+        _topic_int(0),
+        "Most that is taken at random off segment.ms so that partitions do not all roll at once; odradek keeps the "
+        "value only (milliseconds)."),
+    "message.format.version": TopicConfig(
+        lambda v: bool(v) and v[0].isdigit(),
+        "Deprecated record format version, accepted for compatibility and without effect (a version such as "
+        "3.0-IV1)."),
     # tiered storage is off in odradek, as on a Kafka broker without remote.log.storage.system.enable
-    "remote.storage.enable": lambda v: v == "false",
-    "remote.log.copy.disable": lambda v: v in ("true", "false"),
-    "remote.log.delete.on.disable": lambda v: v in ("true", "false"),
-    "retention.ms": _topic_int(-1),
-    "retention.bytes": _topic_int(-1),
-    "segment.bytes": _topic_int(14),
-    "segment.ms": _topic_int(1),
-    "segment.index.bytes": _topic_int(4),
-    "index.interval.bytes": _topic_int(0),
-    "max.message.bytes": _topic_int(0),
-    "message.timestamp.type": lambda v: v in ("CreateTime", "LogAppendTime"),
-    "flush.messages": _topic_int(1),
-    "flush.ms": _topic_int(0),
-    "min.insync.replicas": _topic_int(1),
-    "delete.retention.ms": _topic_int(0),
-    "file.delete.delay.ms": _topic_int(0),
-    "min.compaction.lag.ms": _topic_int(0),
-    "max.compaction.lag.ms": _topic_int(1),
-    "min.cleanable.dirty.ratio": lambda v: _is_ratio(v),
-    "message.timestamp.difference.max.ms": _topic_int(0),
-    "message.timestamp.before.max.ms": _topic_int(0),
-    "message.timestamp.after.max.ms": _topic_int(0),
-    "preallocate": lambda v: v in ("true", "false"),
-    "unclean.leader.election.enable": lambda v: v in ("true", "false"),
-    "message.downconversion.enable": lambda v: v in ("true", "false"),
-    "leader.replication.throttled.replicas": lambda v: _is_throttled_replicas(v),
-    "follower.replication.throttled.replicas": lambda v: _is_throttled_replicas(v),
+    "remote.storage.enable": TopicConfig(
+        lambda v: v == "false",
+        "Whether the topic uses tiered storage; odradek has none, so only false is accepted (true or false)."),
+    "remote.log.copy.disable": TopicConfig(
+        lambda v: v in ("true", "false"),
+        "Tiered storage: stops copying segments to remote storage; odradek keeps the value only (true or false)."),
+    "remote.log.delete.on.disable": TopicConfig(
+        lambda v: v in ("true", "false"),
+        "Tiered storage: deletes the remote data when tiering is turned off; odradek keeps the value only (true or "
+        "false)."),
+    "retention.ms": TopicConfig(
+        _topic_int(-1),
+        "How long records are kept before their segment may be deleted under the delete policy, -1 for ever "
+        "(milliseconds)."),
+    "retention.bytes": TopicConfig(
+        _topic_int(-1),
+        "Size a partition may reach before its oldest segments are deleted under the delete policy, -1 for no "
+        "limit (bytes)."),
+    "segment.bytes": TopicConfig(
+        _topic_int(14),
+        "Size at which the active segment file is closed and a new one begun (bytes)."),
+    "segment.ms": TopicConfig(
+        _topic_int(1),
+        "Age at which the active segment is closed and a new one begun even when not full (milliseconds)."),
+    "segment.index.bytes": TopicConfig(
+        _topic_int(4),
+        "Size of a segment's offset index file; odradek's indexes grow as needed, so it keeps the value only "
+        "(bytes)."),
+    "index.interval.bytes": TopicConfig(
+        _topic_int(0),
+        "Log bytes between two entries of the offset index: smaller makes the index bigger and lookups finer "
+        "(bytes)."),
+    "max.message.bytes": TopicConfig(
+        _topic_int(0),
+        "Largest record batch a producer may write to the topic (bytes)."),
+    "message.timestamp.type": TopicConfig(
+        lambda v: v in ("CreateTime", "LogAppendTime"),
+        "CreateTime stores the producer's timestamps; LogAppendTime replaces them with the broker's clock as "
+        "batches are appended."),
+    "flush.messages": TopicConfig(
+        _topic_int(1),
+        "Records written after which the partition is forced to disk; the largest long leaves it to the operating "
+        "system (a count)."),
+    "flush.ms": TopicConfig(
+        _topic_int(0),
+        "Longest written records wait before the partition is forced to disk; the largest long leaves it to the "
+        "operating system (milliseconds)."),
+    "min.insync.replicas": TopicConfig(
+        _topic_int(1),
+        "In-sync replicas needed for a write with acks=all to succeed; with fewer it is refused with "
+        "NOT_ENOUGH_REPLICAS (a count)."),
+    "delete.retention.ms": TopicConfig(
+        _topic_int(0),
+        "How long a tombstone (a record with a null value) stays in a compacted log after compaction has reached "
+        "it (milliseconds)."),
+    "file.delete.delay.ms": TopicConfig(
+        _topic_int(0),
+        "Wait before a deleted segment's files leave the disk; odradek keeps the value only (milliseconds)."),
+    "min.compaction.lag.ms": TopicConfig(
+        _topic_int(0),
+        "Records younger than this are never compacted away (milliseconds)."),
+    "max.compaction.lag.ms": TopicConfig(
+        _topic_int(1),
+        "Longest a record may wait, once compaction could drop it, before its log is compacted (milliseconds)."),
+    "min.cleanable.dirty.ratio": TopicConfig(
+        lambda v: _is_ratio(v),
+        "Share of a log written since its last compaction above which the cleaner compacts it (a fraction, 0 to 1)."),
+    "message.timestamp.difference.max.ms": TopicConfig(
+        _topic_int(0),
+        "Deprecated: the largest gap allowed between a record's CreateTime and the broker's clock; odradek keeps "
+        "the value without checking it (milliseconds)."),
+    "message.timestamp.before.max.ms": TopicConfig(
+        _topic_int(0),
+        "How far behind the broker's clock a record's CreateTime may be; odradek keeps the value without checking "
+        "it (milliseconds)."),
+    "message.timestamp.after.max.ms": TopicConfig(
+        _topic_int(0),
+        "How far ahead of the broker's clock a record's CreateTime may be; odradek keeps the value without "
+        "checking it (milliseconds)."),
+    "preallocate": TopicConfig(
+        lambda v: v in ("true", "false"),
+        "Whether segment files are created at full size at once; odradek keeps the value only (true or false)."),
+    "unclean.leader.election.enable": TopicConfig(
+        lambda v: v in ("true", "false"),
+        "Whether a replica outside the in-sync set may lead the partition when no in-sync one is left, losing the "
+        "records it lacks (true or false)."),
+    "message.downconversion.enable": TopicConfig(
+        lambda v: v in ("true", "false"),
+        "Whether Fetch v0-3 may get records converted down to the older formats; odradek always converts them and "
+        "keeps the value only (true or false)."),
+    "leader.replication.throttled.replicas": TopicConfig(
+        lambda v: _is_throttled_replicas(v),
+        "Replicas whose leader sends them data at no more than leader.replication.throttled.rate: PARTITION:BROKER "
+        "pairs, comma-separated, or * for all."),
+    "follower.replication.throttled.replicas": TopicConfig(
+        lambda v: _is_throttled_replicas(v),
+        "Replicas a follower fetches at no more than follower.replication.throttled.rate: PARTITION:BROKER pairs, "
+        "comma-separated, or * for all."),
 }
 
 
@@ -418,10 +703,10 @@ def _is_ratio(value: str) -> bool:
 
 def validate_topic_config(name: str, value: str | None) -> str | None:
     """Return an error message for a bad topic config, or None when it is acceptable."""
-    check = TOPIC_CONFIGS.get(name)
-    if check is None:
+    spec = TOPIC_CONFIGS.get(name)
+    if spec is None:
         return f"Unknown topic config name: {name}"
-    if value is None or not check(value):
+    if value is None or not spec.check(value):
         return f"Invalid value {value} for configuration {name}"
     return None
 
@@ -486,3 +771,16 @@ TOPIC_CONFIG_TYPES: dict[str, int] = {
 
 def topic_config_type(name: str) -> int:
     return TOPIC_CONFIG_TYPES.get(name, CONFIG_TYPE_LONG)
+
+
+def broker_property_doc(name: str) -> str:
+    """DescribeConfigs' `documentation` of a broker property: its `doc`, else a stand-in (never empty; the
+    unit tests require a `doc` of every property)."""
+    prop = BROKER_PROPERTIES.get(name)
+    return (prop.doc if prop is not None else "") or f"Broker property {name}; no description is written yet."
+
+
+def topic_config_doc(name: str) -> str:
+    """DescribeConfigs' `documentation` of a topic config: its `doc`, else a stand-in (never empty)."""
+    spec = TOPIC_CONFIGS.get(name)
+    return (spec.doc if spec is not None else "") or f"Topic config {name}; no description is written yet."

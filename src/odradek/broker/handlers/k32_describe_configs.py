@@ -8,14 +8,17 @@ passwords and JAAS configs (Kafka's PASSWORD type) are named with a null value a
 A topic lists Kafka 3.9's whole topic config set, the ones odradek does not act on at Kafka's defaults
 (config.py KAFKA_TOPIC_DEFAULTS).
 `configuration_keys` filters by name. Unknown topic → UNKNOWN_TOPIC_OR_PARTITION; another node id or an
-unsupported resource type → INVALID_REQUEST. Config types are reported from v3.
-Gaps: no documentation strings (`include_documentation` returns null); BROKER_LOGGER (8) is not supported.
+unsupported resource type → INVALID_REQUEST. Config types are reported from v3, and with
+`include_documentation` (v3+) every config carries a `documentation` string: odradek's own sentence or two on
+what it does and its unit (config.py, beside each definition), not Kafka's text; null when not asked.
+
+Gaps: BROKER_LOGGER (8) is not supported.
 """
 
 from odradek.broker.authorizer import CLUSTER_NAME, Operation as Op, ResourceType as Res
 from odradek.broker.core import RequestContext
 from odradek.broker.registry import handler
-from odradek.config import BROKER_PROPERTIES, topic_config_type
+from odradek.config import BROKER_PROPERTIES, broker_property_doc, topic_config_doc, topic_config_type
 from odradek.protocol.api_keys import ApiKey
 from odradek.protocol.errors import ErrorCode
 
@@ -96,9 +99,10 @@ def describe_configs(ctx: RequestContext, request: dict) -> dict:
                 result.update(error_code=ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
                               error_message=f"Topic {name} does not exist")
             else:
-                result["configs"] = _topic_configs(ctx, topic, resource["configuration_keys"], request["include_synonyms"])
+                result["configs"] = _topic_configs(ctx, topic, resource["configuration_keys"],
+                                                   request["include_synonyms"], request["include_documentation"])
         elif kind == RESOURCE_BROKER and name in ("", str(ctx.broker.node_id)):
-            result["configs"] = _broker_configs(ctx, resource["configuration_keys"])
+            result["configs"] = _broker_configs(ctx, resource["configuration_keys"], request["include_documentation"])
         else:
             result.update(error_code=ErrorCode.INVALID_REQUEST,
                           error_message=f"Unsupported resource type {kind} or name {name!r}")
@@ -110,7 +114,8 @@ def _wanted(request_keys: list[str] | None, name: str) -> bool:
     return request_keys is None or not request_keys or name in request_keys
 
 
-def _topic_configs(ctx: RequestContext, topic, keys: list[str] | None, include_synonyms: bool) -> list[dict]:
+def _topic_configs(ctx: RequestContext, topic, keys: list[str] | None, include_synonyms: bool,
+                   include_documentation: bool) -> list[dict]:
     broker_raw = ctx.broker.config.raw
     out = []
     for name, value in sorted(ctx.broker.effective_configs(topic).items()):
@@ -130,29 +135,32 @@ def _topic_configs(ctx: RequestContext, topic, keys: list[str] | None, include_s
             if synonym is not None:
                 synonyms.append({"name": synonym, "value": broker_raw.get(synonym, value),
                                  "source": SOURCE_STATIC_BROKER if synonym in broker_raw else SOURCE_DEFAULT})
-        out.append(_entry(name, value, source, topic_config_type(name), synonyms))
+        out.append(_entry(name, value, source, topic_config_type(name), synonyms,
+                          topic_config_doc(name) if include_documentation else None))
     return out
 
 
-def _broker_configs(ctx: RequestContext, keys: list[str] | None) -> list[dict]:
+def _broker_configs(ctx: RequestContext, keys: list[str] | None, include_documentation: bool) -> list[dict]:
     config = ctx.broker.config
     out = []
     for name in sorted(BROKER_PROPERTIES):
         if not _wanted(keys, name):
             continue
         value = config.get(name)
+        doc = broker_property_doc(name) if include_documentation else None
         text = None if value is None else str(value).lower() if isinstance(value, bool) else str(value)
         source = SOURCE_STATIC_BROKER if name in config.raw else SOURCE_DEFAULT
         if is_sensitive(name):
-            entry = {**_entry(name, None, source, CONFIG_TYPE_PASSWORD, []), "is_sensitive": True}
+            entry = {**_entry(name, None, source, CONFIG_TYPE_PASSWORD, [], doc), "is_sensitive": True}
         else:
-            entry = _entry(name, text, source, 2, [])
+            entry = _entry(name, text, source, 2, [], doc)
         entry["read_only"] = name not in KAFKA_DYNAMIC_BROKER_CONFIGS
         out.append(entry)
     return out
 
 
-def _entry(name: str, value: str | None, source: int, config_type: int, synonyms: list[dict]) -> dict:
+def _entry(name: str, value: str | None, source: int, config_type: int, synonyms: list[dict],
+           documentation: str | None) -> dict:
     return {
         "name": name,
         "value": value,
@@ -162,5 +170,5 @@ def _entry(name: str, value: str | None, source: int, config_type: int, synonyms
         "is_sensitive": False,
         "synonyms": synonyms,
         "config_type": config_type,
-        "documentation": None,
+        "documentation": documentation,
     }
