@@ -46,6 +46,11 @@ SUITES = {
     "test_crash_safety": ("crash safety: kill -9, damaged segments", None),
     "test_hostile_input": ("hostile input over raw sockets", None),
     "test_groups_confluent": ("consumer groups: confluent-kafka", "confluent-kafka"),
+    "test_consumer_protocol": ("KIP-848 consumer groups: librdkafka and Java 4.4 with group.protocol=consumer, "
+                               "rebalances under load, kill -9, offsets across both protocols", "confluent-kafka"),
+    "test_consumer_groups": ("KIP-848 consumer groups in virtual time: assignors, epochs, revocation, timeouts", None),
+    "test_cluster_compaction": ("log compaction on a three-broker cluster: every replica cleans, leader kill -9",
+                                None),
     "test_groups_clients": ("consumer groups: kafka-python, aiokafka, kcat -G, Java", None),
     "test_groups_durability": ("group offsets across kill -9", None),
     "test_groups_cli": ("odradek groups CLI", None),
