@@ -155,6 +155,11 @@ CASES = [
      "topics.partitions.error_code", TOPIC_DENIED, ()),
     ("DescribeTransactions", 65, 0, {"transactional_ids": ["tx"]}, "transaction_states.error_code", TXN_DENIED,
      (ErrorCode.TRANSACTIONAL_ID_NOT_FOUND, ErrorCode.COORDINATOR_NOT_AVAILABLE)),
+    ("ConsumerGroupHeartbeat", 68, 1, {"group_id": "g", "member_id": "m", "member_epoch": 0,
+                                       "rebalance_timeout_ms": 10000, "subscribed_topic_names": ["t"],
+                                       "topic_partitions": []}, "error_code", GROUP_DENIED, ()),
+    ("ConsumerGroupDescribe", 69, 1, {"group_ids": ["g"]}, "groups.error_code", GROUP_DENIED,
+     (ErrorCode.GROUP_ID_NOT_FOUND,)),
     # brokers' own requests: CLUSTER_ACTION (admin, a super user, would act on them: not sent as admin)
     ("LeaderAndIsr", 4, 5, {"controller_id": 1, "controller_epoch": 1}, "error_code", CLUSTER_DENIED, None),
     ("StopReplica", 5, 3, {"controller_id": 1, "controller_epoch": 1}, "error_code", CLUSTER_DENIED, None),
