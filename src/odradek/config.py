@@ -194,6 +194,9 @@ BROKER_PROPERTIES: dict[str, Property] = {
                      "(a comma-separated list of uniform and range)."),
         Property("group.consumer.max.size", _parse_int, 2147483647, _at_least(1),
                  doc="Most members one consumer-protocol group may hold (a count)."),
+        Property("telemetry.max.bytes", _parse_int, 1048576, _at_least(1),
+                 doc="Largest client metrics payload a PushTelemetry may carry; odradek has no telemetry plugin and "
+                     "drops what clients push (bytes)."),
         Property("offsets.topic.num.partitions", _parse_int, 50, _at_least(1),
                  doc="Partitions of the internal __consumer_offsets topic; fixed once the topic exists (a count)."),
         Property("offsets.retention.minutes", _parse_int, 10080, _at_least(1),

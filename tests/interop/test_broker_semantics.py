@@ -166,9 +166,12 @@ def test_api_versions_advertise_implemented_ranges(broker):
     ranges = {k["api_key"]: (k["min_version"], k["max_version"]) for k in response["api_keys"]}
     assert ranges[0] == (0, 12) and ranges[1] == (0, 17) and ranges[2] == (0, 9) and ranges[3] == (0, 13)
     assert ranges[18] == (0, 4) and ranges[19] == (0, 7) and ranges[20] == (0, 6)
-    # transactions v2 (KIP-890): the feature current clients look for
+    # transactions v2 (KIP-890) and the consumer group protocol (KIP-848): the features current clients look for
     assert response["finalized_features"] == [
+        {"name": "group.version", "min_version_level": 1, "max_version_level": 1},
         {"name": "transaction.version", "min_version_level": 2, "max_version_level": 2}]
+    assert ranges[68] == (0, 1) and ranges[69] == (0, 1)
+    assert 71 not in ranges and 72 not in ranges  # telemetry: answered, not advertised (no plugin), as Kafka
     # librdkafka's feature detection needs these minimums at 0 (see docs/compatibility.md).
     for key in (0, 1, 2, 10, 11, 12, 13, 14, 22):
         if key in ranges:

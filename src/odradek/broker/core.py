@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Awaitable, Callable, Iterable
 
+from odradek.broker.client_telemetry import ClientTelemetry
 from odradek.broker.fetch_sessions import FetchSessionCache
 from odradek.broker.registry import HANDLERS
 from odradek.broker.txn_markers import TxnMarkerChannel
@@ -123,6 +124,7 @@ class Broker:
         self.scram = ScramStore()
         self.authorizer = Authorizer(config)  # its ACLs are loaded and stored by the cluster, as the credentials
         self.quotas = ClientQuotas(config.int("quota.window.size.seconds") * 1000, config.int("quota.window.num"))
+        self.client_telemetry = ClientTelemetry(config.int("telemetry.max.bytes"))
         self.producer_ids = self.cluster.producer_id_manager()
 
     # lifecycle ---------------------------------------------------------------------------------------

@@ -1,7 +1,9 @@
 """The handler registry: one entry per API key, from which ApiVersions is derived.
 
 Each handler module registers exactly one function with `@handler(api_key, min_version, max_version)`; the
-range is what the handler really implements, and ApiVersions advertises exactly these ranges. Registering
+range is what the handler really implements, and ApiVersions advertises exactly these ranges (a handler
+registered with `advertised=False` answers without being advertised, as Kafka does with the telemetry APIs
+when no metrics plugin is configured). Registering
 a key twice raises at import, so two modules can never silently fight over an API.
 
 A handler is `fn(ctx: RequestContext, request: dict)` returning the response body (the codec fills omitted
@@ -30,6 +32,7 @@ class HandlerSpec:
     min_version: int
     max_version: int
     fn: HandlerFn
+    advertised: bool = True
 
     def supports(self, version: int) -> bool:
         return self.min_version <= version <= self.max_version
@@ -38,16 +41,18 @@ class HandlerSpec:
 HANDLERS: dict[int, HandlerSpec] = {}
 
 
-def handler(api_key: int, min_version: int, max_version: int) -> Callable[[HandlerFn], HandlerFn]:
+def handler(api_key: int, min_version: int, max_version: int,
+            advertised: bool = True) -> Callable[[HandlerFn], HandlerFn]:
     def register(fn: HandlerFn) -> HandlerFn:
         if api_key in HANDLERS:
             raise RuntimeError(f"api key {api_key} registered twice: {HANDLERS[api_key].fn.__module__} and {fn.__module__}")
-        HANDLERS[api_key] = HandlerSpec(api_key, min_version, max_version, fn)
+        HANDLERS[api_key] = HandlerSpec(api_key, min_version, max_version, fn, advertised)
         return fn
 
     return register
 
 
 def advertised_versions() -> list[tuple[int, int, int]]:
-    """(api_key, min, max) for every registered handler, sorted by key."""
-    return [(s.api_key, s.min_version, s.max_version) for s in sorted(HANDLERS.values(), key=lambda s: s.api_key)]
+    """(api_key, min, max) for every advertised handler, sorted by key."""
+    return [(s.api_key, s.min_version, s.max_version) for s in sorted(HANDLERS.values(), key=lambda s: s.api_key)
+            if s.advertised]
