@@ -43,9 +43,9 @@ KNOWN = [
 
 
 KNOWN += [
-    Known("cg-heartbeat-unknown-group", r"error_code$|error_message", "odradek keeps consumer groups' state in "
-          "memory, so a member whose group it does not know (after a coordinator move) is told UNKNOWN_MEMBER_ID "
-          "and rejoins; Kafka, which stores the group, answers GROUP_ID_NOT_FOUND (docs/consumer-groups.md)"),
+    Known("cg-heartbeat-unknown-group", r"error_code$|error_message", "a member whose group the coordinator does not know "
+          "(its last state lost in a crash, or the group deleted) is told UNKNOWN_MEMBER_ID so that it rejoins; "
+          "Kafka answers GROUP_ID_NOT_FOUND (docs/consumer-groups.md)"),
     Known("cg-classic-join-into-consumer-group*", r".", "Kafka 4 lets classic members join a running consumer "
           "group (online migration); odradek converts only empty groups and answers INCONSISTENT_GROUP_PROTOCOL "
           "(docs/consumer-groups.md)"),

@@ -379,3 +379,34 @@ def test_offset_commits_are_checked_against_the_member_epoch() -> None:
     assert check(group, "", -1, 9) == ErrorCode.UNKNOWN_MEMBER_ID
     h.coordinator.heartbeat(HeartbeatRequest("g", "m1", -1))
     assert check(group, "", -1, 9) == 0
+
+
+def test_group_state_survives_its_record_in_consumer_offsets() -> None:
+    from odradek.coordinator.persistence import decode_consumer_group_value, encode_consumer_group_value
+
+    h = Harness()
+    h.topics.add("t", 5)
+    h.topics.add("u", 1)
+    h.join("m1", ["t", "missing"], instance="i1")
+    h.join("m2", ["t", "u"], assignor="range")
+    h.beat("m1", report=False)  # m1 now has partitions to revoke
+    group = h.group()
+    back = decode_consumer_group_value("g", encode_consumer_group_value(group))
+    assert (back.group_epoch, back.assignment_epoch, back.subscription_metadata) == \
+        (group.group_epoch, group.assignment_epoch, group.subscription_metadata)
+    assert back.target == group.target
+    for mid, m in group.members.items():
+        b = back.members[mid]
+        assert (b.instance_id, b.subscribed_names, b.server_assignor, b.member_epoch, b.previous_member_epoch,
+                b.state, b.assigned, b.pending_revocation, b.rebalance_timeout_ms) == \
+            (m.instance_id, m.subscribed_names, m.server_assignor, m.member_epoch, m.previous_member_epoch,
+             m.state, m.assigned, m.pending_revocation, m.rebalance_timeout_ms)
+    # a restored coordinator carries on where the old one stopped
+    h2 = Harness()
+    h2.topics = h.topics
+    h2.coordinator.metadata = h.topics
+    h2.coordinator.restore(back)
+    h2.epochs, h2.owned = dict(h.epochs), {m: set(p) for m, p in h.owned.items()}
+    h2.settle(["m1", "m2"])
+    assert sorted(tp for parts in h2.owned.values() for tp in parts) == sorted(
+        [(h.topics.by_name["t"].topic_id, p) for p in range(5)] + [(h.topics.by_name["u"].topic_id, 0)])

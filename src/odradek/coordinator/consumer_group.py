@@ -103,6 +103,8 @@ class ConsumerGroup:
     subscription_metadata: dict[str, tuple[TopicId, int] | None] = field(default_factory=dict)
     deleted: bool = False
     state_timestamp_ms: int = -1
+    stored: bytes | None = None  # the value last written to __consumer_offsets (persistence.py)
+    replaces_classic: bool = False  # it took the name of an empty classic group, whose record must go
     # classic-group look-alike fields read by code shared with classic groups (offsets, listing, expiry)
     protocol_type: str = "consumer"
     pending_members: dict[str, int] = field(default_factory=dict)

@@ -29,8 +29,12 @@ One heartbeat (`heartbeat`), in Kafka's order:
 Timers: a member that sends no heartbeat within `group.consumer.session.timeout.ms` is removed; one that
 does not revoke within its rebalance timeout is removed too (fenced), so its partitions move on.
 
-Group state is kept in memory only: when the coordinator moves or restarts, members of this protocol are
-told UNKNOWN_MEMBER_ID on their next heartbeat and rejoin (their committed offsets are durable as always).
+Persistence: whenever a heartbeat, leave or timeout changes a group, its whole state (epochs, members,
+subscriptions, assignments, targets) is appended to `__consumer_offsets` as one record (persistence.py,
+ConsumerGroupValue), and the coordinator that loads the partition (failover, restart) restores the group
+with its members' epochs, so they carry on without rejoining. The answer does not wait for that write: a
+crash just after it can lose the latest step, in which case members ahead of the restored state are fenced
+(FENCED_MEMBER_EPOCH) and rejoin, never two owners of a partition.
 
 Not thread-safe; owned by the event loop.
 """
@@ -55,6 +59,7 @@ from odradek.coordinator.consumer_group import (
     grouped,
 )
 from odradek.coordinator.group import Group
+from odradek.coordinator.persistence import consumer_group_key, encode_consumer_group_value, group_key
 from odradek.protocol.errors import ErrorCode
 
 if TYPE_CHECKING:
@@ -159,8 +164,13 @@ class ConsumerGroupCoordinator:
         try:
             self._validate(req)
             if req.member_epoch in (LEAVE_EPOCH, STATIC_LEAVE_EPOCH):
-                return self._leave(req)
-            return self._heartbeat(req)
+                body = self._leave(req)
+            else:
+                body = self._heartbeat(req)
+            group = self.groups.get(req.group_id)
+            if isinstance(group, ConsumerGroup):
+                self._store(group)
+            return body
         except HeartbeatError as exc:
             return {"error_code": exc.error_code, "error_message": exc.message, "member_id": None,
                     "member_epoch": 0, "heartbeat_interval_ms": 0, "assignment": None}
@@ -172,11 +182,11 @@ class ConsumerGroupCoordinator:
         if isinstance(group, Group) and not group.is_empty:
             raise HeartbeatError(ErrorCode.GROUP_ID_NOT_FOUND, f"Group {req.group_id} is not a consumer group.")
         if req.member_epoch != 0:
-            # Kafka answers GROUP_ID_NOT_FOUND; odradek keeps no group state across a coordinator move, so a
-            # member of a group it lost is told to rejoin instead
+            # Kafka answers GROUP_ID_NOT_FOUND; a member of a group whose last state a crash lost (the write is
+            # not awaited) is better told to rejoin
             raise HeartbeatError(ErrorCode.UNKNOWN_MEMBER_ID,
                                  f"Member {req.member_id} is not a member of group {req.group_id}.")
-        converted = ConsumerGroup(req.group_id, state_timestamp_ms=self._now())
+        converted = ConsumerGroup(req.group_id, state_timestamp_ms=self._now(), replaces_classic=group is not None)
         if isinstance(group, Group):
             self.classic.discard_empty(group)
             log.info("group %s: empty classic group becomes a consumer group", req.group_id)
@@ -418,6 +428,36 @@ class ConsumerGroupCoordinator:
             return
         log.info("group %s: member %s removed (%s)", group.group_id, member.member_id, why)
         self._remove(group, member)
+        self._store(group)
+
+    # ----------------------------------------------------------------------------------------- persistence
+
+    def _store(self, group: ConsumerGroup) -> None:
+        """Append the group's state to `__consumer_offsets` if it changed since the last write."""
+        value = encode_consumer_group_value(group)
+        if value == group.stored:
+            return
+        records: list[tuple[bytes, bytes | None]] = [(consumer_group_key(group.group_id), value)]
+        if group.replaces_classic:
+            records.insert(0, (group_key(group.group_id), None))
+        try:
+            self.classic._persist(group.group_id, records)
+        except Exception as exc:  # the partition moved or storage failed: the next change writes it all again
+            log.warning("group %s: cannot store its state: %s", group.group_id, exc)
+            return
+        group.stored = value
+        group.replaces_classic = False
+
+    def restore(self, group: ConsumerGroup) -> None:
+        """A group read back from `__consumer_offsets` (coordinator load): its members' timers start now."""
+        group.stored = encode_consumer_group_value(group)
+        self.groups[group.group_id] = group
+        for member in group.members.values():
+            if member.instance_id is not None:
+                group.static_members[member.instance_id] = member.member_id
+            self._touch(group, member)
+            if member.state is MemberState.UNREVOKED_PARTITIONS:
+                self._arm_rebalance_timeout(group, member)
 
     # ----------------------------------------------------------------------------------------- offsets
 

@@ -43,7 +43,13 @@ from typing import Callable
 
 from odradek.coordinator.consumer_group import ConsumerGroup
 from odradek.coordinator.group import Group, GroupState, Member
-from odradek.coordinator.persistence import GroupValue, MemberValue, encode_group_value, group_key
+from odradek.coordinator.persistence import (
+    GroupValue,
+    MemberValue,
+    consumer_group_key,
+    encode_group_value,
+    group_key,
+)
 from odradek.coordinator.timers import Scheduler
 from odradek.protocol.errors import ErrorCode
 
@@ -306,6 +312,10 @@ class GroupCoordinator:
                 return _done(loop, join_error(ErrorCode.INCONSISTENT_GROUP_PROTOCOL, req.member_id))
             # an empty consumer group (committed offsets only) becomes a classic group
             del self.groups[req.group_id]
+            try:
+                self._persist(req.group_id, [(consumer_group_key(req.group_id), None)])
+            except Exception as exc:
+                log.warning("group %s: cannot remove its consumer group record: %s", req.group_id, exc)
             group = None
             log.info("group %s: empty consumer group becomes a classic group", req.group_id)
         if group is None and req.member_id:

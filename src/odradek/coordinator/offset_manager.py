@@ -36,7 +36,13 @@ from odradek.coordinator.consumer_groups import ConsumerGroupCoordinator
 from odradek.coordinator.group import Group, GroupState
 from odradek.coordinator.group_coordinator import GroupCoordinator
 from odradek.coordinator.offsets import OffsetStore
-from odradek.coordinator.persistence import OffsetValue, encode_offset_value, group_key, offset_key
+from odradek.coordinator.persistence import (
+    OffsetValue,
+    consumer_group_key,
+    encode_offset_value,
+    group_key,
+    offset_key,
+)
 from odradek.protocol.errors import ErrorCode
 
 log = logging.getLogger(__name__)
@@ -223,7 +229,7 @@ class OffsetManager:
         gid = group.group_id
         tombstones: list[tuple[bytes, bytes | None]] = [
             (offset_key(gid, t, p), None) for t, p in self.store.partitions(gid)]
-        tombstones.append((group_key(gid), None))
+        tombstones.append((consumer_group_key(gid) if isinstance(group, ConsumerGroup) else group_key(gid), None))
         await self._write(gid, tombstones)
         self.store.delete_group(gid)
         group.transition(E.DEAD, self._now())

@@ -8,6 +8,7 @@ Keys (the first int16 is the key version, which also says what the record is)::
 
     OffsetCommitKey   version int16 = 1 (0 is read too), group string, topic string, partition int32
     GroupMetadataKey  version int16 = 2, group string
+    ConsumerGroupKey  version int16 = 1000, group string     (odradek's own: Kafka's tools skip it)
 
 Values (a null value is a tombstone: the key was deleted)::
 
@@ -20,6 +21,16 @@ Values (a null value is a tombstone: the key was deleted)::
                           members [member_id string, group_instance_id nullable string, client_id string,
                                    client_host string, rebalance_timeout int32, session_timeout int32,
                                    subscription bytes, assignment bytes]
+
+    ConsumerGroupValue v0 (the whole state of a KIP-848 group, consumer_group.py; written when it changes)
+                          version int16 = 0, group_epoch int32, assignment_epoch int32, state_timestamp int64,
+                          topics [name string, known int8, topic_id 16 bytes, partitions int32],
+                          members [member_id string, instance_id nullable string, rack_id nullable string,
+                                   client_id string, client_host string, rebalance_timeout int32,
+                                   subscribed_names [string], regex nullable string, assignor nullable string,
+                                   member_epoch int32, previous_member_epoch int32, state int8,
+                                   assigned P, pending_revocation P, target P]
+                          where P = [topic_id 16 bytes, partition int32]
 
 A group's records go to partition `abs(java_string_hash(group)) % partitions`, as in Kafka.
 
@@ -35,6 +46,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Callable, Iterator, NamedTuple
 
 from odradek.cluster.partition import NotLeaderError, durable_and_committed
+from odradek.coordinator.consumer_group import ConsumerGroup, ConsumerMember, MemberState
 from odradek.records.batch import validate_v2
 from odradek.records.codec import build_batch, decode_batch, parse_control_key
 from odradek.storage.flusher import completed_future
@@ -45,6 +57,7 @@ if TYPE_CHECKING:
 OFFSETS_TOPIC = "__consumer_offsets"
 OFFSET_KEY_VERSION = 1
 GROUP_KEY_VERSION = 2
+CONSUMER_GROUP_KEY_VERSION = 1000
 MAX_RECORDS_PER_BATCH = 500
 
 _I16 = struct.Struct(">h")
@@ -77,6 +90,14 @@ class _Writer:
 
     def i16(self, v: int) -> "_Writer":
         self.buf += _I16.pack(v)
+        return self
+
+    def i8(self, v: int) -> "_Writer":
+        self.buf.append(v & 0xFF)
+        return self
+
+    def raw(self, v: bytes) -> "_Writer":
+        self.buf += v
         return self
 
     def i32(self, v: int) -> "_Writer":
@@ -113,6 +134,18 @@ class _Reader:
     def _take(self, s: struct.Struct) -> int:
         (v,) = s.unpack_from(self.buf, self.pos)
         self.pos += s.size
+        return v
+
+    def i8(self) -> int:
+        v = self.buf[self.pos]
+        self.pos += 1
+        return v - 256 if v >= 128 else v
+
+    def raw(self, n: int) -> bytes:
+        if self.pos + n > len(self.buf):
+            raise ValueError("record ends early")
+        v = bytes(self.buf[self.pos:self.pos + n])
+        self.pos += n
         return v
 
     def i16(self) -> int:
@@ -235,7 +268,62 @@ def decode_group_value(raw: bytes) -> GroupValue:
     return GroupValue(protocol_type, generation, protocol, leader, state_ts, members)
 
 
-Key = tuple  # ("offset", group, topic, partition) or ("group", group)
+def consumer_group_key(group: str) -> bytes:
+    return bytes(_Writer().i16(CONSUMER_GROUP_KEY_VERSION).string(group).buf)
+
+
+_MEMBER_STATES = list(MemberState)
+
+
+def _write_partitions(w: _Writer, partitions: set[tuple[bytes, int]]) -> None:
+    w.i32(len(partitions))
+    for topic_id, p in sorted(partitions):
+        w.raw(topic_id).i32(p)
+
+
+def _read_partitions(r: "_Reader") -> set[tuple[bytes, int]]:
+    return {(r.raw(16), r.i32()) for _ in range(r.i32())}
+
+
+def encode_consumer_group_value(g: ConsumerGroup) -> bytes:
+    w = _Writer().i16(0).i32(g.group_epoch).i32(g.assignment_epoch).i64(g.state_timestamp_ms)
+    w.i32(len(g.subscription_metadata))
+    for name, info in sorted(g.subscription_metadata.items()):
+        w.string(name).i8(info is not None).raw(info[0] if info else bytes(16)).i32(info[1] if info else 0)
+    w.i32(len(g.members))
+    for m in g.members.values():
+        w.string(m.member_id).string(m.instance_id).string(m.rack_id).string(m.client_id).string(m.client_host)
+        w.i32(m.rebalance_timeout_ms).i32(len(m.subscribed_names))
+        for name in m.subscribed_names:
+            w.string(name)
+        w.string(m.subscribed_regex).string(m.server_assignor)
+        w.i32(m.member_epoch).i32(m.previous_member_epoch).i8(_MEMBER_STATES.index(m.state))
+        for partitions in (m.assigned, m.pending_revocation, g.target.get(m.member_id, set())):
+            _write_partitions(w, partitions)
+    return bytes(w.buf)
+
+
+def decode_consumer_group_value(group_id: str, raw: bytes) -> ConsumerGroup:
+    r = _Reader(raw)
+    r.i16()
+    g = ConsumerGroup(group_id, group_epoch=r.i32(), assignment_epoch=r.i32(), state_timestamp_ms=r.i64())
+    for _ in range(r.i32()):
+        name = r.string() or ""
+        known, topic_id, partitions = r.i8(), r.raw(16), r.i32()
+        g.subscription_metadata[name] = (topic_id, partitions) if known else None
+    for _ in range(r.i32()):
+        m = ConsumerMember(r.string() or "", instance_id=r.string(), rack_id=r.string(), client_id=r.string() or "",
+                           client_host=r.string() or "", rebalance_timeout_ms=r.i32())
+        m.subscribed_names = tuple(r.string() or "" for _ in range(r.i32()))
+        m.subscribed_regex, m.server_assignor = r.string(), r.string()
+        m.member_epoch, m.previous_member_epoch, m.state = r.i32(), r.i32(), _MEMBER_STATES[r.i8()]
+        m.assigned, m.pending_revocation = _read_partitions(r), _read_partitions(r)
+        g.target[m.member_id] = _read_partitions(r)
+        g.add(m)
+    return g
+
+
+Key = tuple  # ("offset", group, topic, partition), ("group", group) or ("consumer_group", group)
 
 
 def decode_key(raw: bytes) -> Key | None:
@@ -245,6 +333,8 @@ def decode_key(raw: bytes) -> Key | None:
         return ("offset", r.string() or "", r.string() or "", r.i32())
     if version == GROUP_KEY_VERSION:
         return ("group", r.string() or "")
+    if version == CONSUMER_GROUP_KEY_VERSION:
+        return ("consumer_group", r.string() or "")
     return None  # a record type we do not know (e.g. a newer Kafka's): skipped
 
 

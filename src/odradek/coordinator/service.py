@@ -34,6 +34,7 @@ from odradek.coordinator.persistence import (
     OFFSETS_TOPIC,
     OffsetsTopicLog,
     OffsetValue,
+    decode_consumer_group_value,
     decode_group_value,
     decode_key,
     decode_offset_value,
@@ -109,6 +110,7 @@ class Coordinator:
     def load_partition(self, partition: int) -> None:
         """This broker now leads ``partition``: rebuild its groups and offsets from the log."""
         groups = {}
+        consumer_groups: dict[str, bytes | None] = {}
         offsets: dict[TxnOffsetKey, OffsetValue | None] = {}
         pending: dict[int, dict[TxnOffsetKey, OffsetValue | None]] = {}
         count = 0
@@ -127,13 +129,22 @@ class Coordinator:
                     k = (key[1], key[2], key[3])
                     value = None if rec.value is None else decode_offset_value(rec.value)
                     (pending.setdefault(rec.producer_id, {}) if rec.producer_id >= 0 else offsets)[k] = value
+                elif key[0] == "consumer_group":
+                    consumer_groups[key[1]] = None if rec.value is None else rec.value
                 else:
                     groups[key[1]] = None if rec.value is None else decode_group_value(rec.value)
             except Exception:
                 log.warning("skipping an unreadable %s record", OFFSETS_TOPIC, exc_info=True)
         for group_id, value in groups.items():
-            if value is not None:
+            if value is not None and consumer_groups.get(group_id) is None:
                 self.groups.restore(group_id, value)
+        for group_id, raw in consumer_groups.items():
+            if raw is not None:
+                try:
+                    self.consumer_groups.restore(decode_consumer_group_value(group_id, raw))
+                except Exception:
+                    log.warning("group %s: its stored state is unreadable; members will rejoin", group_id,
+                                exc_info=True)
         for (group_id, topic, p), value in offsets.items():
             if value is None:
                 continue
@@ -146,7 +157,8 @@ class Coordinator:
         self.loaded.add(partition)
         log.log(logging.INFO if count else logging.DEBUG,
                 "%s-%d: loaded %d groups and %d committed offsets from %d records", OFFSETS_TOPIC, partition,
-                 sum(1 for g in groups.values() if g is not None), sum(1 for v in offsets.values() if v is not None),
+                 sum(1 for g in groups.values() if g is not None) + sum(1 for g in consumer_groups.values() if g),
+                 sum(1 for v in offsets.values() if v is not None),
                  count)
 
     def unload_partition(self, partition: int) -> None:
