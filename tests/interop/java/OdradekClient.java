@@ -86,6 +86,16 @@ import org.apache.kafka.common.serialization.StringSerializer;
  *       assignment or after new records) and committed (synchronously; it also commits what it read when
  *       partitions are revoked). It stays in the group until the file STOPFILE exists, then leaves (close).
  *       Exit code 3 if STOPFILE did not appear in time.
+ *   cg-member BOOT TOPICS GROUP STOPFILE TIMEOUTMS [key=value...]
+ *       one member of consumer group GROUP subscribed to TOPICS (names joined by ","), with the consumer
+ *       properties given as key=value after its own defaults (manual commits, from the earliest offset; no
+ *       group.protocol, session or heartbeat setting of its own, so "group.protocol=consumer" works), for
+ *       tests of either group protocol. Prints, flushed: "member\tMEMBERID" when its member id changes,
+ *       "assignment\tT:P,T:P..." (its whole assignment, sorted) after every change (assigned, revoked, lost),
+ *       "record\tT\tP\tOFFSET\tVALUE" per record, "committed\tT:P=OFFSET,..." after each synchronous commit
+ *       (after every poll that returned records, and of the revoked partitions on revocation) or
+ *       "commit-error\tExceptionClass\tmessage". Leaves the group (close) once STOPFILE exists; exit code 3
+ *       if it did not appear within TIMEOUTMS.
  *   ctp BOOT IN OUT GROUP TXNID N [abortFirst]
  *       consume-transform-produce, exactly once: a read_committed consumer of IN in group GROUP (at most 10
  *       records a poll) and a transactional producer (TXNID) that sends "t:" + value of each record to
@@ -187,6 +197,11 @@ public final class OdradekClient {
                 if (args.length < 5) usage();
                 groupMember(args[1], args[2], args[3], args[4], args.length > 5 ? Long.parseLong(args[5]) : 60000L);
                 break;
+            case "cg-member":
+                if (args.length < 6) usage();
+                cgMember(args[1], args[2], args[3], args[4], Long.parseLong(args[5]),
+                        java.util.Arrays.copyOfRange(args, 6, args.length));
+                break;
             case "ctp":
                 if (args.length < 7) usage();
                 consumeTransformProduce(args[1], args[2], args[3], args[4], args[5], Integer.parseInt(args[6]),
@@ -217,6 +232,7 @@ public final class OdradekClient {
                 + " | produce-load BOOT TOPIC N PARTITIONS INTERVAL_MS"
                 + " | group-consume BOOT TOPIC GROUP N [timeoutMs]"
                 + " | group-member BOOT TOPIC GROUP STOPFILE [timeoutMs]"
+                + " | cg-member BOOT TOPICS GROUP STOPFILE TIMEOUTMS [key=value...]"
                 + " | ctp BOOT IN OUT GROUP TXNID N [abortFirst] | admin BOOT STEP..."
                 + " | quotas-alter BOOT ENTITY OP... | quotas-describe BOOT [strict] [COMPONENT...]");
         System.exit(2);
@@ -458,6 +474,123 @@ public final class OdradekClient {
         }
         if (!stopped) {
             System.err.println("group-member: " + stopFile + " did not appear in time");
+            System.exit(3);
+        }
+    }
+
+    static String topicPartitions(Collection<TopicPartition> tps) {
+        TreeSet<String> sorted = new TreeSet<>();
+        for (TopicPartition tp : tps) {
+            sorted.add(tp.topic() + ":" + tp.partition());
+        }
+        return String.join(",", sorted);
+    }
+
+    /** What stays of an assignment once `gone` is taken away (a listener sees the assignment before the change). */
+    static Set<TopicPartition> remaining(Set<TopicPartition> assignment, Collection<TopicPartition> gone) {
+        Set<TopicPartition> left = new java.util.HashSet<>(assignment);
+        left.removeAll(gone);
+        return left;
+    }
+
+    /** Commit what was read of `parts` (all of the assignment when null), synchronously; print the outcome. */
+    static void cgCommit(KafkaConsumer<byte[], byte[]> consumer, Map<TopicPartition, Long> next,
+                         Collection<TopicPartition> parts) {
+        Map<TopicPartition, OffsetAndMetadata> offsets = new HashMap<>();
+        for (Map.Entry<TopicPartition, Long> e : next.entrySet()) {
+            if (parts == null || parts.contains(e.getKey())) {
+                offsets.put(e.getKey(), new OffsetAndMetadata(e.getValue()));
+            }
+        }
+        if (offsets.isEmpty()) {
+            return;
+        }
+        try {
+            consumer.commitSync(offsets, Duration.ofSeconds(30));
+        } catch (org.apache.kafka.common.KafkaException e) {
+            out("commit-error\t" + e.getClass().getSimpleName() + "\t" + e.getMessage());
+            return;
+        }
+        TreeSet<String> done = new TreeSet<>();
+        for (Map.Entry<TopicPartition, OffsetAndMetadata> e : offsets.entrySet()) {
+            done.add(e.getKey().topic() + ":" + e.getKey().partition() + "=" + e.getValue().offset());
+            next.remove(e.getKey());
+        }
+        out("committed\t" + String.join(",", done));
+    }
+
+    static void cgMember(String boot, String topics, String group, String stopFile, long timeoutMs, String[] props) {
+        Properties p = new Properties();
+        p.put("bootstrap.servers", boot);
+        p.put("group.id", group);
+        p.put("enable.auto.commit", "false");
+        p.put("auto.offset.reset", "earliest");
+        p.put("request.timeout.ms", "20000");
+        p.put("default.api.timeout.ms", "30000");
+        p.put("key.deserializer", ByteArrayDeserializer.class.getName());
+        p.put("value.deserializer", ByteArrayDeserializer.class.getName());
+        for (String kv : props) {
+            String[] parts = kv.split("=", 2);
+            if (parts.length != 2) usage();
+            p.put(parts[0], parts[1]);
+        }
+        p.putAll(EXTRA);
+        java.io.File stop = new java.io.File(stopFile);
+        long deadline = System.currentTimeMillis() + timeoutMs;
+        boolean stopped = false;
+        // the next offset to commit per partition read since the last commit
+        final Map<TopicPartition, Long> next = new HashMap<>();
+        final String[] memberId = {""};
+        try (KafkaConsumer<byte[], byte[]> consumer = new KafkaConsumer<>(p)) {
+            consumer.subscribe(java.util.Arrays.asList(topics.split(",")), new ConsumerRebalanceListener() {
+                @Override
+                public void onPartitionsRevoked(Collection<TopicPartition> parts) {
+                    // hand over exactly what was read: the next owner starts there
+                    cgCommit(consumer, next, parts);
+                    for (TopicPartition tp : parts) {
+                        next.remove(tp);
+                    }
+                    out("assignment\t" + topicPartitions(remaining(consumer.assignment(), parts)));
+                }
+
+                @Override
+                public void onPartitionsAssigned(Collection<TopicPartition> parts) {
+                    out("assignment\t" + topicPartitions(consumer.assignment()));
+                }
+
+                @Override
+                public void onPartitionsLost(Collection<TopicPartition> parts) {
+                    for (TopicPartition tp : parts) {
+                        next.remove(tp);  // not ours any more: a commit would be refused
+                    }
+                    out("assignment\t" + topicPartitions(remaining(consumer.assignment(), parts)));
+                }
+            });
+            int polls = 0;
+            while (System.currentTimeMillis() < deadline && polls < 100000) {
+                polls++;
+                if (stop.exists()) {
+                    stopped = true;
+                    break;
+                }
+                ConsumerRecords<byte[], byte[]> recs = consumer.poll(Duration.ofMillis(200));
+                String id = consumer.groupMetadata().memberId();
+                if (!id.equals(memberId[0])) {
+                    memberId[0] = id;
+                    out("member\t" + id);
+                }
+                for (ConsumerRecord<byte[], byte[]> r : recs) {
+                    out("record\t" + r.topic() + "\t" + r.partition() + "\t" + r.offset() + "\t" + str(r.value()));
+                    next.put(new TopicPartition(r.topic(), r.partition()), r.offset() + 1);
+                }
+                if (!recs.isEmpty()) {
+                    cgCommit(consumer, next, null);
+                }
+            }
+            cgCommit(consumer, next, null);
+        }
+        if (!stopped) {
+            System.err.println("cg-member: " + stopFile + " did not appear in time");
             System.exit(3);
         }
     }
