@@ -125,3 +125,94 @@ def _read_committed(bootstrap: str, topics: list[str]) -> list[bytes]:
             return []
         values += [v for _, v in read[0]]
     return values
+
+
+def _stored_group_epoch(cluster, group: str) -> int | None:
+    """The group epoch of the last state record of a KIP-848 group below the high watermark of its
+    `__consumer_offsets` partition, i.e. held by every in-sync replica."""
+    from odradek.coordinator.persistence import consumer_group_key, decode_consumer_group_value, partition_for
+
+    partition = partition_for(group, int(REPLICATED["offsets.topic.num.partitions"]))
+    reader = Consumer({"bootstrap.servers": cluster.bootstrap, "group.id": f"reader-{time.monotonic_ns()}",
+                       "enable.auto.commit": False, "broker.address.family": "v4"})
+    try:
+        low, high = reader.get_watermark_offsets(TopicPartition("__consumer_offsets", partition), timeout=10)
+        reader.assign([TopicPartition("__consumer_offsets", partition, low)])
+        key, epoch, position = consumer_group_key(group), None, low
+        deadline = time.monotonic() + 20
+        while position < high and time.monotonic() < deadline:
+            msg = reader.poll(0.5)
+            if msg is None or msg.error():
+                continue
+            position = msg.offset() + 1
+            if msg.key() == key:
+                epoch = None if msg.value() is None else decode_consumer_group_value(group, msg.value()).group_epoch
+        return epoch
+    finally:
+        reader.close()
+
+
+def _describe_consumer_group(cluster, broker_id: int, group: str) -> dict:
+    from tests.interop.test_broker_semantics import request
+
+    body = request(cluster.broker(broker_id).bootstrap, 69, 1, {"group_ids": [group],
+                                                                 "include_authorized_operations": False})
+    return body["groups"][0]
+
+
+@pytest.mark.timeout(240)
+def test_consumer_protocol_group_keeps_its_members_when_its_coordinator_dies(cluster_factory, topic_name):
+    """KIP-848 members go on through a kill -9 of their coordinator: the next leader of the group's
+    `__consumer_offsets` partition restores the group (same member ids, epochs and partitions, no rejoin)."""
+    settings = {**REPLICATED, "group.consumer.heartbeat.interval.ms": "500",
+                "group.consumer.min.heartbeat.interval.ms": "100", "group.consumer.session.timeout.ms": "15000",
+                "group.consumer.min.session.timeout.ms": "1000"}
+    cluster = cluster_factory(3, settings=settings).start()
+    cluster.wait_ready()
+    create_topic(cluster, topic_name, partitions=4)
+    group = f"g-{topic_name}"
+    config = {"bootstrap.servers": cluster.bootstrap, "group.id": group, "group.protocol": "consumer",
+              "enable.auto.commit": False, "auto.offset.reset": "earliest", "broker.address.family": "v4"}
+    consumers = [Consumer(config) for _ in range(2)]
+    for c in consumers:
+        c.subscribe([topic_name])
+    try:
+        def stable() -> dict | None:
+            for c in consumers:
+                c.poll(0.1)
+            described = _describe_consumer_group(cluster, group_coordinator(cluster, group), group)
+            if described["group_state"] != "Stable" or sorted(len(c.assignment()) for c in consumers) != [2, 2]:
+                return None
+            return described
+
+        before = wait_until(stable, timeout=60, message="a stable group of two, two partitions each")
+        wait_until(lambda: _stored_group_epoch(cluster, group) == before["group_epoch"], timeout=30,
+                   message="the group's state replicated")
+        owned = [sorted(tp.partition for tp in c.assignment()) for c in consumers]
+        victim = group_coordinator(cluster, group)
+        cluster.kill(victim)
+        producer = Producer({"bootstrap.servers": cluster.bootstrap, "acks": "all", "broker.address.family": "v4"})
+        for i in range(80):
+            producer.produce(topic_name, value=f"v-{i}".encode(), partition=i % 4)
+        assert producer.flush(60) == 0
+        seen: dict[int, set[int]] = {0: set(), 1: set()}  # partitions each member reads after the kill
+        deadline = time.monotonic() + 90
+        while time.monotonic() < deadline:
+            for i, c in enumerate(consumers):
+                msg = c.poll(0.1)
+                if msg is not None and msg.error() is None:
+                    seen[i].add(msg.partition())
+                    assert msg.partition() in owned[i], f"member {i} read partition {msg.partition()}"
+            if all(seen[i] == set(owned[i]) for i in seen):
+                break
+        assert all(seen[i] == set(owned[i]) for i in seen), (seen, owned)
+        new = wait_until(lambda: (c := group_coordinator(cluster, group)) != victim and c, timeout=30,
+                         message="a new group coordinator")
+        after = _describe_consumer_group(cluster, new, group)
+        assert after["group_epoch"] == before["group_epoch"], "a member rejoined"
+        assert {m["member_id"]: m["member_epoch"] for m in after["members"]} == \
+            {m["member_id"]: m["member_epoch"] for m in before["members"]}
+        assert [sorted(tp.partition for tp in c.assignment()) for c in consumers] == owned
+    finally:
+        for c in consumers:
+            c.close()
