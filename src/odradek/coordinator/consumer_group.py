@@ -104,6 +104,7 @@ class ConsumerGroup:
     deleted: bool = False
     state_timestamp_ms: int = -1
     stored: bytes | None = None  # the value last written to __consumer_offsets (persistence.py)
+    topics_key: tuple | None = None  # (metadata version, names, regexes) subscription_metadata was made from
     replaces_classic: bool = False  # it took the name of an empty classic group, whose record must go
     # classic-group look-alike fields read by code shared with classic groups (offsets, listing, expiry)
     protocol_type: str = "consumer"

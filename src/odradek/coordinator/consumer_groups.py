@@ -344,6 +344,11 @@ class ConsumerGroupCoordinator:
             names.update(m.subscribed_names)
             if m.subscribed_regex:
                 regexes.add(m.subscribed_regex)
+        version = getattr(self.metadata, "version", None)
+        key = (version, frozenset(names), frozenset(regexes))
+        if version is not None and key == group.topics_key:
+            return  # neither the topics nor the subscriptions changed since the last look
+        group.topics_key = key
         # a subscribed name that is no topic yet counts too (None), as in Kafka: its creation bumps the epoch
         metadata: dict[str, tuple[TopicId, int] | None] = dict.fromkeys(names)
         if regexes:
