@@ -51,6 +51,15 @@ def build_parser() -> argparse.ArgumentParser:
     from odradek.tools import quotas
 
     quotas.add_parser(sub)
+    from odradek.tools import configs, produce_consume, records, topics
+
+    topics.add_parser(sub)
+    configs.add_parser(sub)
+    produce_consume.add_parser(sub)
+    records.add_parser(sub)
+    from odradek import console
+
+    console.add_parser(sub)
     # No -h of its own: `odradek pipeline NAME --help` is the pipeline's help; `odradek pipeline [--help]`
     # lists the pipelines (main below).
     pipeline = sub.add_parser("pipeline", help="run a shipped PySpark pipeline (needs the 'spark' extra)",
@@ -147,6 +156,18 @@ def main(argv: list[str] | None = None) -> int:
         from odradek.tools import quotas
 
         return quotas.run(args)
+    if args.command in ("topics", "configs", "records"):
+        from odradek.tools import configs, records, topics
+
+        return {"topics": topics, "configs": configs, "records": records}[args.command].run(args)
+    if args.command in ("produce", "consume"):
+        from odradek.tools import produce_consume
+
+        return produce_consume.run_produce(args) if args.command == "produce" else produce_consume.run_consume(args)
+    if args.command == "console":
+        from odradek import console
+
+        return console.run(args)
     if args.command == "pipeline":
         from odradek.pipelines import PIPELINES, run_pipeline
 
