@@ -97,17 +97,18 @@ class Venv:
     def odradek(self) -> Path:
         return self.root / "bin" / "odradek"
 
-    def run(self, *args: str | Path, timeout: float = 120.0) -> subprocess.CompletedProcess[str]:
+    def run(self, *args: str | Path, timeout: float = 120.0, input: str | None = None) -> subprocess.CompletedProcess[str]:
+        stdin = {"stdin": subprocess.DEVNULL} if input is None else {"input": input}
         try:
             return subprocess.run([str(a) for a in args], capture_output=True, text=True, timeout=timeout,
-                                  env=self.env, cwd=self.cwd, stdin=subprocess.DEVNULL)
+                                  env=self.env, cwd=self.cwd, **stdin)
         except subprocess.TimeoutExpired as exc:
             pytest.fail(f"{' '.join(str(a) for a in args)} timed out after {timeout} s\n{exc.stdout!r}\n{exc.stderr!r}")
 
-    def cli(self, *args: str, rc: int | None = 0, timeout: float = 120.0) -> str:
-        """Run `odradek ARGS`; return stdout + stderr after checking it did not crash and (unless rc is
-        None) exited with `rc`."""
-        proc = self.run(self.odradek, *args, timeout=timeout)
+    def cli(self, *args: str, rc: int | None = 0, timeout: float = 120.0, input: str | None = None) -> str:
+        """Run `odradek ARGS` (`input` on its stdin); return stdout + stderr after checking it did not crash
+        and (unless rc is None) exited with `rc`."""
+        proc = self.run(self.odradek, *args, timeout=timeout, input=input)
         out = proc.stdout + proc.stderr
         what = f"odradek {' '.join(args)}"
         assert_no_crash(out, what)
@@ -520,6 +521,38 @@ def test_quotas_commands(plain_venv: Venv, broker_from) -> None:
     assert "changed the quotas of user=alice, client-id=<default>" in out, out
     out = plain_venv.cli("quotas", "describe", "--user", "alice", "--bootstrap", broker.bootstrap)
     assert "user=alice, client-id=<default>: producer_byte_rate=1048576" in out, out
+
+
+def test_admin_commands(plain_venv: Venv, broker_from, tmp_path: Path) -> None:
+    """`odradek topics|configs|produce|consume|records` from the wheel, each action's help page and a real
+    call against the wheel's own broker (with a --command-config file)."""
+    for args in (("topics", "create"), ("topics", "list"), ("topics", "describe"), ("topics", "alter"),
+                 ("topics", "delete"), ("configs", "describe"), ("configs", "alter"), ("produce",), ("consume",),
+                 ("records", "delete")):
+        assert "usage:" in plain_venv.cli(*args, "--help"), args
+    broker = broker_from(plain_venv)
+    props = tmp_path / "client.properties"
+    props.write_text("client.id=odradek-wheel\n")
+    b = ("--bootstrap", broker.bootstrap, "--command-config", str(props))
+    topic = "wheel-admin"
+    assert f"created topic {topic}" in plain_venv.cli("topics", "create", topic, "--partitions", "2", *b)
+    assert any(line.split() == [topic, "2", "1"] for line in plain_venv.cli("topics", "list", *b).splitlines())
+    plain_venv.cli("topics", "alter", topic, "--partitions", "3", "--config", "retention.ms=600000", *b)
+    out = plain_venv.cli("configs", "describe", "--entity-type", "topics", "--entity-name", topic, "--output", "json", *b)
+    assert '"retention.ms"' in out and '"600000"' in out, out
+    plain_venv.cli("configs", "alter", "--entity-type", "topics", "--entity-name", topic,
+                   "--delete-config", "retention.ms", *b)
+    plain_venv.cli("produce", topic, "-K", ":", "-H", "h=1", "-p", "0", *b, input="k1:v1\nk2:v2\nk3:v3\n")
+    out = plain_venv.run(plain_venv.odradek, "consume", topic, "-e", "-f", r"%p %o %k=%s %h\n", *b).stdout
+    assert out == "0 0 k1=v1 h=1\n0 1 k2=v2 h=1\n0 2 k3=v3 h=1\n", out
+    out = plain_venv.cli("records", "delete", topic, "--partition", "0", "--before", "1", "--output", "json", *b)
+    assert '"log_start_offset": 1' in out, out
+    out = plain_venv.run(plain_venv.odradek, "consume", topic, "-e", "-p", "0", "--output", "json", *b).stdout
+    assert [json.loads(line)["key"] for line in out.splitlines()] == ["k2", "k3"], out
+    out = plain_venv.cli("topics", "describe", topic, *b)
+    assert re.search(r"^\s*0\s+0\s+0\s+0\s+1\s+3\s*$", out, re.M), out
+    plain_venv.cli("topics", "delete", topic, *b)
+    assert "unknown topic" in plain_venv.cli("topics", "describe", topic, *b, rc=1)
 
 
 def test_pipeline_help_without_spark_extra(plain_venv: Venv) -> None:

@@ -62,12 +62,13 @@ def add_parser(sub: Any) -> None:
                             f"chroot {DEFAULT_CHROOT} unless one is given")
     run_p.add_argument("--set", type=parse_setting, action="append", default=[], metavar="KEY=VALUE",
                        help="a broker property for every broker (repeatable)")
-    describe = actions.add_parser("describe", help="brokers, controller, and each partition's leader, replicas, ISR")
-    describe.add_argument("--bootstrap", default="127.0.0.1:9092", metavar="HOST:PORT")
+    from odradek.tools.common import connection_options
+
+    describe = actions.add_parser("describe", parents=[connection_options(output=True)],
+                                  help="brokers, controller, and each partition's leader, replicas, ISR")
+    describe.set_defaults(timeout=DESCRIBE_TIMEOUT_S)
     describe.add_argument("--topic", action="append", default=[], metavar="T", help="only this topic (repeatable)")
     describe.add_argument("--include-internal", action="store_true", help="also list internal topics")
-    describe.add_argument("--timeout", type=float, default=DESCRIBE_TIMEOUT_S, metavar="S",
-                          help="how long to wait for the cluster to answer")
     from odradek.tools import reassign
 
     reassign.add_arguments(actions.add_parser(
@@ -181,10 +182,11 @@ def read_metadata(admin: Any, timeout: float, topics: Iterable[str] = ()) -> Clu
     return ClusterView(md.cluster_id, md.controller_id, brokers, partitions, topic_errors)
 
 
-def describe_cluster(bootstrap: str, timeout: float = DESCRIBE_TIMEOUT_S, topics: Iterable[str] = ()) -> ClusterView:
+def describe_cluster(bootstrap: str, timeout: float = DESCRIBE_TIMEOUT_S, topics: Iterable[str] = (),
+                     config: dict[str, Any] | None = None) -> ClusterView:
     """The cluster's metadata (see read_metadata); brokers and controller from DescribeCluster where the
-    broker has it."""
-    admin = admin_client(bootstrap)  # keep a reference: a destroyed client fails its futures
+    broker has it. `config`: more client settings (--command-config)."""
+    admin = admin_client(bootstrap, **(config or {}))  # keep a reference: a destroyed client fails its futures
     view = read_metadata(admin, timeout, topics)
     try:
         described = admin.describe_cluster(request_timeout=timeout).result(timeout)
@@ -223,13 +225,44 @@ def describe_log_dirs(host: str, port: int, timeout: float = DESCRIBE_TIMEOUT_S)
 def cmd_describe(args: argparse.Namespace) -> int:
     from rich.table import Table
 
+    from odradek.tools.common import ToolError, client_config
+
     console = _console()
     try:
+        config = client_config(args)
         asked = args.topic or (sorted(INTERNAL_TOPICS) if args.include_internal else [])
-        view = describe_cluster(args.bootstrap, args.timeout, asked)
+        view = describe_cluster(args.bootstrap, args.timeout, asked, config)
+    except ToolError as exc:
+        print(f"odradek cluster: {exc}", file=sys.stderr)
+        return 1
     except ClusterUnreachable as exc:
         print(f"odradek cluster: cannot reach {args.bootstrap} within {args.timeout:g}s: {exc}", file=sys.stderr)
         return 1
+    # DescribeLogDirs goes through odradek's own codec, which speaks PLAINTEXT only
+    plaintext = str(config.get("security.protocol", "PLAINTEXT")).upper() == "PLAINTEXT"
+    log_dirs = {}
+    for bid, (host, port) in view.brokers.items():
+        try:
+            dirs = describe_log_dirs(host, port, args.timeout) if plaintext else None
+        except Exception:  # noqa: BLE001 - a broker without DescribeLogDirs, or unreachable: shown as unknown
+            dirs = None
+        log_dirs[bid] = dirs
+    wanted = args.topic or sorted(t for t in view.topics if args.include_internal or t not in INTERNAL_TOPICS)
+    shown = [p for p in view.partitions() if p.topic in set(wanted)]
+    if args.output == "json":
+        from odradek.tools.common import emit
+
+        return emit(args, {
+            "cluster_id": view.cluster_id, "controller": view.controller_id if view.controller_id >= 0 else None,
+            "brokers": [{"id": bid, "host": view.brokers[bid][0], "port": view.brokers[bid][1],
+                         "rack": view.racks.get(bid), "log_size": None if log_dirs[bid] is None else
+                         sum(d.size for d in log_dirs[bid]),
+                         "log_dirs": None if log_dirs[bid] is None else [d.path for d in log_dirs[bid]]}
+                        for bid in sorted(view.brokers)],
+            "partitions": [{"topic": p.topic, "partition": p.partition, "leader": p.leader if p.leader >= 0 else None,
+                            "replicas": list(p.replicas), "isr": list(p.isr), "status": p.status} for p in shown],
+            "missing_topics": {t: view.topic_errors.get(t, "not in the cluster's metadata")
+                               for t in wanted if t not in view.topics}}, lambda con: None)
     console.print(f"cluster id [bold]{view.cluster_id or '-'}[/]  controller "
                   f"[bold]{view.controller_id if view.controller_id >= 0 else 'none'}[/]")
     brokers = Table(title="brokers", title_justify="left")
@@ -237,18 +270,13 @@ def cmd_describe(args: argparse.Namespace) -> int:
         brokers.add_column(column)
     for bid in sorted(view.brokers):
         host, port = view.brokers[bid]
-        try:
-            dirs = describe_log_dirs(host, port, args.timeout)
-            size, where = _bytes(sum(d.size for d in dirs)), ",".join(d.path for d in dirs)
-        except Exception:  # noqa: BLE001 - a broker without DescribeLogDirs, or unreachable: shown as unknown
-            size, where = "-", "-"
+        dirs = log_dirs[bid]
+        size, where = ("-", "-") if dirs is None else (_bytes(sum(d.size for d in dirs)), ",".join(d.path for d in dirs))
         brokers.add_row(str(bid), _address(host, port), "*" if bid == view.controller_id else "",
                         view.racks.get(bid) or "-", size, where)
     console.print(brokers)
 
-    wanted = args.topic or sorted(t for t in view.topics if args.include_internal or t not in INTERNAL_TOPICS)
     missing = [t for t in wanted if t not in view.topics]
-    shown = [p for p in view.partitions() if p.topic in set(wanted)]
     partitions = Table(title="partitions", title_justify="left")
     for column, justify in (("TOPIC", "left"), ("PARTITION", "right"), ("LEADER", "right"), ("REPLICAS", "left"),
                             ("ISR", "left"), ("STATUS", "left")):
