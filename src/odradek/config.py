@@ -59,6 +59,13 @@ def _positive_or_unlimited(v: object) -> bool:
     return isinstance(v, int) and (v > 0 or v == -1)
 
 
+def _host_port_or_empty(v: object) -> bool:
+    if v == "":
+        return True
+    host, sep, port = str(v).rpartition(":")
+    return bool(sep) and port.isdigit() and 0 <= int(port) <= 65535
+
+
 # Broker properties odradek understands. Others are accepted with a warning, as Kafka does.
 BROKER_PROPERTIES: dict[str, Property] = {
     p.name: p
@@ -288,6 +295,9 @@ BROKER_PROPERTIES: dict[str, Property] = {
                  doc="Replicas of the internal __transaction_state topic in a cluster (a count)."),
         Property("transaction.state.log.min.isr", _parse_int, 2, _at_least(1),
                  doc="min.insync.replicas of the internal __transaction_state topic (a count)."),
+        Property("metrics.listen", str, "", _host_port_or_empty,
+                 doc="host:port of the HTTP endpoint serving Prometheus metrics at /metrics and the health checks "
+                     "/healthz and /readyz; empty (the default) serves none."),
         # -- listeners (net/listeners.py) and TLS (net/tls.py); `listener.name.<name>.<ssl.*>` overrides a
         # TLS property for one listener --
         Property("listeners", str, "",

@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Awaitable, Callable, Iterable
 
 from odradek.broker.client_telemetry import ClientTelemetry
 from odradek.broker.fetch_sessions import FetchSessionCache
+from odradek.broker.metrics import BrokerMetrics
 from odradek.broker.registry import HANDLERS
 from odradek.broker.txn_markers import TxnMarkerChannel
 from odradek.cluster.local import LocalController
@@ -64,6 +65,8 @@ class RequestContext:
     client_id: str | None
     connection: "KafkaConnection"
     throttle_ms: int = 0  # earned by a quota (broker/quotas.py): sent as throttle_time_ms, the connection muted
+    started: float = 0.0  # with metrics on (broker/metrics.py): perf_counter() at dispatch
+    metrics_key: int = 0  # with metrics on: the API key its metrics count it under (a follower's Fetch apart)
 
     @property
     def quota_client(self) -> tuple[str, str]:
@@ -126,6 +129,8 @@ class Broker:
         self.quotas = ClientQuotas(config.int("quota.window.size.seconds") * 1000, config.int("quota.window.num"))
         self.client_telemetry = ClientTelemetry(config.int("telemetry.max.bytes"))
         self.producer_ids = self.cluster.producer_id_manager()
+        # Prometheus metrics (broker/metrics.py), with metrics.listen set; None costs the request path one check
+        self.metrics: BrokerMetrics | None = BrokerMetrics(self) if config.get("metrics.listen") else None
 
     # lifecycle ---------------------------------------------------------------------------------------
 
@@ -319,6 +324,8 @@ class Broker:
     # dispatch ----------------------------------------------------------------------------------------
 
     def dispatch(self, frame: bytes, conn: "KafkaConnection") -> Slot:
+        metrics = self.metrics
+        started = time.perf_counter() if metrics is not None else 0.0
         try:
             header, offset = codec.decode_request_header(frame)
         except codec.ProtocolError as exc:
@@ -336,6 +343,8 @@ class Broker:
         except codec.ProtocolError as exc:
             raise CloseConnection(f"malformed {ApiKey(api_key).name} v{version} request: {exc}") from None
         ctx = RequestContext(self, api_key, version, correlation_id, header.get("client_id"), conn)
+        if metrics is not None:
+            metrics.started(ctx, request, started)
         if self.quotas.enabled and api_key not in QUOTA_EXEMPT and request.get("replica_id", -1) < 0:
             body = self._call_metered(spec, ctx, request, len(frame))
         else:
@@ -343,6 +352,8 @@ class Broker:
         if body is None:
             if ctx.throttle_ms:
                 self._throttle(ctx, None)
+            if metrics is not None:
+                metrics.finished(ctx, None)
             return None
         if type(body) is not dict:  # a coroutine: this request waits (registry.py)
             task = asyncio.ensure_future(self._finish(ctx, body))
@@ -353,7 +364,11 @@ class Broker:
             return task
         if ctx.throttle_ms:
             self._throttle(ctx, body)
-        return codec.encode_response(api_key, version, correlation_id, body)
+        if metrics is None:
+            return codec.encode_response(api_key, version, correlation_id, body)
+        response = codec.encode_response(api_key, version, correlation_id, body)
+        metrics.finished(ctx, body)
+        return response
 
     @staticmethod
     def _throttle(ctx: RequestContext, body: dict | None) -> None:
@@ -379,10 +394,16 @@ class Broker:
         body = await waiting
         if ctx.throttle_ms:  # from the time the response is ready, as Kafka mutes once it is sent
             self._throttle(ctx, body)
+        metrics = self.metrics
         if body is None:
+            if metrics is not None:
+                metrics.finished(ctx, None)
             return None
         # parts, not one joined frame: a Fetch response may carry file regions for the connection to sendfile
-        return codec.encode_response_parts(ctx.api_key, ctx.api_version, ctx.correlation_id, body)
+        parts = codec.encode_response_parts(ctx.api_key, ctx.api_version, ctx.correlation_id, body)
+        if metrics is not None:
+            metrics.finished(ctx, body)
+        return parts
 
 
 def unsupported_api_versions_response(correlation_id: int) -> bytes:

@@ -92,6 +92,8 @@ class ReplicaManager:
         self._hw_interval_ms = hw_checkpoint_interval_ms
         self._next_hw_checkpoint_ms = 0
         self._isr_tasks: set[asyncio.Task] = set()
+        self.isr_shrinks = 0  # ISR changes this leader wrote (the broker's metrics: broker/metrics.py)
+        self.isr_expands = 0
         # time.monotonic() of the last replica fetch another broker sent us: proof the brokers reach us
         self.last_follower_fetch_s = 0.0
 
@@ -292,6 +294,10 @@ class ReplicaManager:
             partition.abort_isr_change()
             return  # the znode moved on (the controller decided something): wait for its LeaderAndIsr
         log.info("%s-%d: ISR now %s", partition.topic, partition.index, new_isr)
+        if len(new_isr) < len(partition.isr):
+            self.isr_shrinks += 1
+        elif len(new_isr) > len(partition.isr):
+            self.isr_expands += 1
         partition.set_isr(new_isr, version)
 
     # -- periodic -------------------------------------------------------------------------------------

@@ -38,6 +38,7 @@ import asyncio
 import logging
 import os
 import socket
+import time
 from typing import Protocol, Union
 
 from odradek.net.framing import FrameReader, FrameTooLarge, RequestMemory
@@ -82,6 +83,10 @@ class KafkaConnection(asyncio.BufferedProtocol):
         self._writing_paused = False
         self.peer: str = "?"
         self.peer_host: str = ""  # the client's address, as ACL hosts name it
+        # with the broker's metrics on (broker/metrics.py): perf_counter() of the latest read, from which a
+        # request's queue time counts (reads stop while the connection is muted, so it is its frame's read)
+        self._stamp_reads = getattr(dispatcher, "metrics", None) is not None
+        self.read_at = 0.0
 
     # asyncio.BufferedProtocol -----------------------------------------------------------------------
 
@@ -111,6 +116,8 @@ class KafkaConnection(asyncio.BufferedProtocol):
         return self._frames.get_buffer()
 
     def buffer_updated(self, nbytes: int) -> None:
+        if self._stamp_reads:
+            self.read_at = time.perf_counter()
         self._frames.buffer_updated(nbytes)
         self._process_frames()
 

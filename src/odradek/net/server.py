@@ -48,6 +48,13 @@ async def serve(broker: Broker, tls: dict[str, TlsListener], sasl: dict[str, Sas
         connections.clear()
 
     broker.drop_connections = drop_connections
+    metrics_server = None
+    if broker.metrics is not None:  # metrics.listen: /metrics, /healthz and /readyz on this loop
+        from odradek.broker.metrics import MetricsServer, parse_listen
+
+        broker.metrics.connections = connections
+        metrics_server = MetricsServer(broker.metrics, *parse_listen(broker.config.get("metrics.listen")))
+        await metrics_server.start()
     servers = []
     try:
         for listener in broker.listeners.bind:
@@ -57,6 +64,8 @@ async def serve(broker: Broker, tls: dict[str, TlsListener], sasl: dict[str, Sas
     except OSError:
         for server in servers:
             server.close()
+        if metrics_server is not None:
+            await metrics_server.close()
         raise
     stop = asyncio.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):
@@ -69,10 +78,14 @@ async def serve(broker: Broker, tls: dict[str, TlsListener], sasl: dict[str, Sas
         log.error("cannot join the cluster: %s", exc)
         for server in servers:
             server.close()
+        if metrics_server is not None:
+            await metrics_server.close()
         broker.close()
         raise
     for listener, address in zip(broker.listeners.bind, bound):
         log.info("listener %s (%s) on %s:%d", listener.name, listener.security_protocol, address[0], address[1])
+    if broker.metrics is not None:
+        broker.metrics.ready = True
     print(f"{READY_MARKER} {bound[0][0]}:{bound[0][1]}", flush=True)
     sys.stdout.flush()
 
@@ -100,4 +113,6 @@ async def serve(broker: Broker, tls: dict[str, TlsListener], sasl: dict[str, Sas
             conn.close()
         for server in servers:
             await server.wait_closed()
+        if metrics_server is not None:
+            await metrics_server.close()
         broker.close()

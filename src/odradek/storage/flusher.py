@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import queue
 import threading
+import time
 from concurrent.futures import Future
 from typing import Callable
 
@@ -33,6 +34,7 @@ class LogFlusher:
         self._thread: threading.Thread | None = None
         self._lock = threading.Lock()
         self._closed = False
+        self.timings = JobTimings()  # how long each job took (the broker's metrics read it: broker/metrics.py)
 
     def submit(self, job: Job) -> Future:
         """Queue ``job``; the future completes when it has run (with its exception, if it raised)."""
@@ -54,7 +56,9 @@ class LogFlusher:
             item = self._queue.get()
             if item is None:
                 return
+            start = time.perf_counter()
             _run(*item)
+            self.timings.observe((time.perf_counter() - start) * 1000.0)
 
     def close(self) -> None:
         """Run every queued job, then stop the thread (blocks until then)."""
@@ -66,6 +70,26 @@ class LogFlusher:
         if thread is not None:
             self._queue.put(None)
             thread.join()
+
+
+class JobTimings:
+    """Milliseconds per flusher job, bucketed; written by the flusher thread, read by a metrics scrape on the
+    event loop, hence the lock (taken once per job: nothing next to an fsync)."""
+
+    BOUNDS_MS = (0.1, 0.5, 1.0, 2.5, 5.0, 10.0, 25.0, 50.0, 100.0, 250.0, 500.0, 1000.0, 5000.0)
+
+    def __init__(self) -> None:
+        from bisect import bisect_left
+
+        self._bisect = bisect_left
+        self.lock = threading.Lock()
+        self.counts = [0] * (len(self.BOUNDS_MS) + 1)
+        self.sum_ms = 0.0
+
+    def observe(self, ms: float) -> None:
+        with self.lock:
+            self.counts[self._bisect(self.BOUNDS_MS, ms)] += 1
+            self.sum_ms += ms
 
 
 def _run(job: Job, future: Future) -> None:

@@ -373,6 +373,8 @@ def _append(ctx: RequestContext, topic_name: str, index: int, records, acks: int
         # the retry of a stored batch: Kafka answers with the stored batch's max timestamp, whatever the
         # topic's timestamp type
         append_time = appended.first_batch_max_timestamp
+    elif broker.metrics is not None:  # the records: the offsets the batches took, as headers say; no record read
+        broker.metrics.produced(topic_name, appended.last_offset - appended.base_offset + 1, len(records))
     result = _result(index, ErrorCode.NONE, None, appended.base_offset, append_time, plog.log_start_offset)
     committed = partition.when_committed(appended.last_offset + 1, min_isr) if acks == -1 else None
     wait = durable_and_committed(appended.durable, committed)

@@ -120,7 +120,11 @@ async def fetch(ctx: RequestContext, request: dict) -> dict:
         session.answered([want.session_key for want, entry in entries if entry["records"]])
     leaders: set[int] = set()  # named in leader hints (KIP-951)
     responses: list[dict] = []
+    metrics = None if follower else ctx.broker.metrics
     for want, entry in entries:
+        if metrics is not None and entry["records"]:
+            records = entry["records"]
+            metrics.fetched(want.topic, sum(map(len, records)) if type(records) is list else len(records))
         if entry.pop("_hint", False) and version >= 12:
             hint_leader(ctx.broker.metadata, entry, want.topic, want.index, leaders)
         if not responses or responses[-1]["_key"] != (want.topic, want.topic_id):
