@@ -106,6 +106,8 @@ def test_json_api(broker_factory, console_factory):
     status, topic = _request(url + "/topics/api-topic")
     assert [p["partition"] for p in topic["partitions"]] == [0, 1] and topic["messages"] == 6
     assert all(p["leader"] == 0 and p["isr"] == [0] and p["low"] == 0 for p in topic["partitions"])
+    # sizes from DescribeLogDirs: every partition here holds records, so some bytes
+    assert all(p["size"] > 0 for p in topic["partitions"]), topic["partitions"]
 
     status, configs = _request(url + "/topics/api-topic/configs")
     assert {"name": "retention.ms", "value": "3600000"}.items() <= \

@@ -1,4 +1,5 @@
-"""The console's access to a Kafka-compatible cluster, through confluent-kafka only.
+"""The console's access to a Kafka-compatible cluster, through confluent-kafka (and, for partition sizes,
+which its AdminClient cannot ask for, a DescribeLogDirs request with odradek's codec: `Kafka.sizes`).
 
 Every method here blocks (it waits on librdkafka futures or polls a consumer); the web application calls
 them from a thread pool, never on the event loop. One AdminClient and one Producer are shared (both are
@@ -161,16 +162,39 @@ class Kafka:
         tps = [(name, p) for p in sorted(t.partitions)]
         low = self.offsets(tps, latest=False)
         high = self.offsets(tps, latest=True)
+        sizes = self.sizes(md, {t.partitions[p].leader for _, p in tps})
         partitions = []
         for _, p in tps:
             pm = t.partitions[p]
             partitions.append({
                 "partition": p, "leader": pm.leader, "replicas": list(pm.replicas), "isr": list(pm.isrs),
                 "low": low.get((name, p), -1), "high": high.get((name, p), -1),
+                "size": sizes.get((pm.leader, name, p), -1),
                 "under_replicated": len(pm.isrs) < len(pm.replicas),
             })
         return {"name": name, "internal": name in INTERNAL_TOPICS, "partitions": partitions,
                 "messages": sum(max(p["high"] - p["low"], 0) for p in partitions if p["low"] >= 0)}
+
+    def sizes(self, md, brokers: set[int]) -> dict[tuple[int, str, int], int]:
+        """(broker, topic, partition) -> bytes on that broker, from DescribeLogDirs (a standard API, sent with
+        odradek's codec, which speaks PLAINTEXT only: over TLS or SASL sizes are unknown, -1)."""
+        if str(self.base.get("security.protocol", "PLAINTEXT")).upper() != "PLAINTEXT":
+            return {}
+        from odradek.tools.cluster import describe_log_dirs
+
+        out: dict[tuple[int, str, int], int] = {}
+        for broker_id in brokers:
+            broker = md.brokers.get(broker_id)
+            if broker is None:
+                continue
+            try:
+                dirs = describe_log_dirs(broker.host, broker.port, TIMEOUT_S)
+            except Exception:  # a broker that does not answer DescribeLogDirs: sizes unknown
+                continue
+            for d in dirs:
+                for (topic, p), size in d.sizes.items():
+                    out[(broker_id, topic, p)] = out.get((broker_id, topic, p), 0) + size
+        return out
 
     def topic_configs(self, name: str) -> list[dict]:
         from confluent_kafka.admin import ConfigResource, ResourceType

@@ -129,6 +129,13 @@ function errorBox(err) {
 }
 
 // Bytes from base64, shown as text, pretty JSON (falling back to text) or hex.
+function size(n) {
+  const units = ["B", "KiB", "MiB", "GiB", "TiB"];
+  let i = 0;
+  while (n >= 1024 && i < units.length - 1) { n /= 1024; i += 1; }
+  return `${i ? n.toFixed(1) : n} ${units[i]}`;
+}
+
 function bytes(b64) {
   if (b64 === null || b64 === undefined) return null;
   const bin = atob(b64);
@@ -281,12 +288,13 @@ async function topicPartitions(name, body) {
         h("div", { class: "card" }, h("div", { class: "label" }, "Messages retained"), h("div", { class: "value", testid: "topic-messages" }, num(d.messages))),
         h("div", { class: "card" }, h("div", { class: "label" }, "Messages / s"), sparkline(d.throughput, 160, 34))),
       h("div", { class: "panel" }, table(["Partition", "Leader", "Replicas", "ISR", { label: "Low", cls: "num" },
-        { label: "High", cls: "num" }, { label: "Messages", cls: "num" }, "Status"],
+        { label: "High", cls: "num" }, { label: "Messages", cls: "num" }, { label: "Size", cls: "num" }, "Status"],
       d.partitions.map((p) => h("tr", { testid: "partition-row" },
         h("td", {}, p.partition), h("td", {}, p.leader < 0 ? h("span", { class: "badge bad" }, "none") : p.leader),
         h("td", { class: "mono" }, p.replicas.join(", ")), h("td", { class: "mono" }, p.isr.join(", ")),
         h("td", { class: "num" }, num(p.low)), h("td", { class: "num", testid: "partition-high" }, num(p.high)),
         h("td", { class: "num" }, num(Math.max(p.high - p.low, 0))),
+        h("td", { class: "num", testid: "partition-size" }, p.size < 0 ? "–" : size(p.size)),
         h("td", {}, p.leader < 0 ? h("span", { class: "badge bad" }, "offline")
           : p.under_replicated ? h("span", { class: "badge warn" }, "under-replicated") : h("span", { class: "badge ok" }, "in sync")))),
       { testid: "partitions" })));
