@@ -18,6 +18,8 @@ left out by an `--only` without `faults`. Last the security part (bench/security
 consume over PLAINTEXT, SSL and SASL_SSL, and the broker's memory with 1,000 idle TLS connections), left out
 by an `--only` without `security`. Then the native part (bench/native.py: 1 KiB produce and consume with
 franz-go, a Go client, against loopback bandwidth; n/a without `go`), left out by an `--only` without `native`.
+Then the compaction part (bench/compaction.py: the log cleaner's MB/s, produce latency while it cleans), left
+out by an `--only` without `compaction`.
 `--odradek-src DIR` adds a column: odradek (disk) run from another checkout's src, counted as a peer.
 
 Each throughput row is run by three client processes at once (--clients N): one Python client keeps a core
@@ -417,11 +419,18 @@ def native_module():
     return native
 
 
+def compaction_module():
+    """bench/compaction.py (the log cleaner's throughput and produce latency while it runs)."""
+    import compaction
+
+    return compaction
+
+
 def report(info: dict, cfg: Config, results: list[dict], loop: dict, wall_s: float, run: dict,
            cluster_part: dict | None, faults_part: dict | None = None, security_part: dict | None = None,
-           native_part: dict | None = None) -> str:
-    """render() of the brokers (only the header when none ran), then the cluster, fault, security and native
-    parts' sections."""
+           native_part: dict | None = None, compaction_part: dict | None = None) -> str:
+    """render() of the brokers (only the header when none ran), then the cluster, fault, security, native and
+    compaction parts' sections."""
     text = render(info, cfg, results, loop, wall_s, run) if results else "\n".join(header(info, cfg, wall_s)) + "\n"
     if cluster_part is not None:
         text += "\n" + cluster_module().render(cluster_part)
@@ -431,6 +440,9 @@ def report(info: dict, cfg: Config, results: list[dict], loop: dict, wall_s: flo
         text += "\n" + security_module().render(security_part)
     if native_part is not None:
         text += "\n" + native_module().render(native_part)
+    if compaction_part is not None:
+        text += "\n" + (f"## Log compaction (bench/compaction.py)\n\nn/a: {compaction_part['na']}\n"
+                         if "na" in compaction_part else compaction_module().render(compaction_part))
     return text
 
 
@@ -757,7 +769,7 @@ def main() -> int:
     parser.add_argument("--only", metavar="KEYS",
                         help="comma-separated subset of: odradek-disk, odradek-shm, odradek-asyncio, tansu, kafka, "
                              "noida, cluster (the cluster part, bench/cluster.py), faults (bench/faults.py), "
-                             "security (bench/security.py), native (bench/native.py)")
+                             "security (bench/security.py), native (bench/native.py), compaction (bench/compaction.py)")
     parser.add_argument("--odradek-src", metavar="DIR", action="append", default=[],
                         help="one more column: odradek (disk) with DIR (another checkout's src, holding odradek/) "
                              "first on PYTHONPATH, counted as a peer; repeatable")
@@ -771,7 +783,8 @@ def main() -> int:
             saved = json.load(fh)
         cfg = Config(saved["quick"], saved["rounds"]["requested"], saved.get("clients", 1))
         print(report(saved["machine"], cfg, saved["brokers"], saved["loopback"], saved["wall_s"], saved["rounds"],
-                     saved.get("cluster"), saved.get("faults"), saved.get("security"), saved.get("native")))
+                     saved.get("cluster"), saved.get("faults"), saved.get("security"), saved.get("native"),
+                     saved.get("compaction")))
         return 0
     sources = []
     for src in args.odradek_src:
@@ -846,6 +859,16 @@ def main() -> int:
                 native_part = native_module().run(200_000 if cfg.quick else 1_000_000)
             except Exception as exc:  # shown as n/a with the reason (e.g. no `go`)
                 native_part = {"na": short(exc)}
+        compaction_part = None
+        if wanted is None or "compaction" in wanted:
+            log(f"== compaction part ({time.monotonic() - t0:.0f} s into the run)")
+            try:
+                compaction_part = compaction_module().run(50 if cfg.quick else 200,
+                                                          seconds=6.0 if cfg.quick else 10.0,
+                                                          rounds=1 if cfg.quick else 3)
+            except Exception as exc:  # shown as n/a with the reason
+                log(f"compaction part failed: {short(exc)}")
+                compaction_part = {"na": short(exc)}
     finally:
         cfg.pool.close()
     results = list(results.values())
@@ -853,7 +876,8 @@ def main() -> int:
         for entry in r["throughput"].values():
             entry["median"] = median_over_rounds(entry["rounds"])
     wall = time.monotonic() - t0
-    text = report(info, cfg, results, loop, wall, run, cluster_part, faults_part, security_part, native_part)
+    text = report(info, cfg, results, loop, wall, run, cluster_part, faults_part, security_part, native_part,
+                  compaction_part)
     print(text)
     os.makedirs(args.out_dir, exist_ok=True)
     with open(os.path.join(args.out_dir, "latest.md"), "w") as fh:
@@ -862,7 +886,7 @@ def main() -> int:
         json.dump({"machine": info, "quick": cfg.quick, "clients": cfg.clients, "wall_s": wall, "loopback": loop,
                    "rounds": run, "peers": {k: v for k, v in peers.items()}, "brokers": results,
                    "cluster": cluster_part, "faults": faults_part, "security": security_part,
-                   "native": native_part}, fh, indent=2,
+                   "native": native_part, "compaction": compaction_part}, fh, indent=2,
                   default=str)
     log(f"wrote {os.path.join(args.out_dir, 'latest.md')} and latest.json; wall time {wall:.0f} s")
     return 0
