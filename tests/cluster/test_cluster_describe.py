@@ -66,7 +66,7 @@ def test_describe_marks_under_replicated_and_offline(monkeypatch, capsys):
         2: PartitionState("t", 2, -1, (3, 1, 2), (3,), "LEADER_NOT_AVAILABLE"),
     }
     view = ClusterView("cid", 2, {1: ("h1", 9092), 2: ("h2", 9092), 3: ("h3", 9092)}, {"t": partitions}, {})
-    monkeypatch.setattr(cluster_tool, "describe_cluster", lambda bootstrap, timeout, topics: view)
+    monkeypatch.setattr(cluster_tool, "describe_cluster", lambda bootstrap, timeout, topics, config=None: view)
     assert cli.main(["cluster", "describe", "--bootstrap", "h1:9092"]) == 0
     out = capsys.readouterr().out
     rows = table_rows(out)
