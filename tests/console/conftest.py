@@ -81,8 +81,10 @@ def console_factory(tmp_path: Path) -> Iterator:
         c.stop()
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def browser() -> Iterator:
+    """Playwright's sync API runs an asyncio loop of its own in this thread while it is started: it must stop
+    with the module, or every later test that runs an event loop (aiokafka's, say) finds one running."""
     if not os.access(CHROMIUM, os.X_OK):
         _unavailable(f"{CHROMIUM} not found (tools/install-system-deps.sh installs Debian's chromium)")
     try:
