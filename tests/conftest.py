@@ -146,3 +146,36 @@ def topic_name(request: pytest.FixtureRequest) -> str:
 
 
 os.environ.setdefault("PYTHONUNBUFFERED", "1")
+
+
+# -- running on two workers (pytest-xdist, `make test`) -------------------------------------------------------
+
+# Work that one worker should do whole: what shares a session's JVM (Spark's, Apache Kafka's) runs on one
+# worker, so neither is started twice. Everything else is grouped by module, so module fixtures start once.
+SHARED_SESSIONS = (("spark", "spark"), ("kafka_reference", "reference"))
+# Longest groups first: xdist hands groups out in collection order, so a long one left to the end would
+# leave the other worker idle while it runs.
+GROUP_ORDER = ("spark", "tests/faults", "reference", "tests/packaging", "tests/security", "tests/cluster")
+
+
+def xdist_group(item: pytest.Item) -> str:
+    for fixture, group in SHARED_SESSIONS:
+        if fixture in item.fixturenames or item.nodeid.startswith(f"tests/{group}/"):
+            return group
+    return item.nodeid.split("::", 1)[0]
+
+
+def group_rank(group: str) -> int:
+    for rank, prefix in enumerate(GROUP_ORDER):
+        if group.startswith(prefix):
+            return rank
+    return len(GROUP_ORDER)
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    if getattr(config.option, "dist", "no") == "no":
+        return
+    groups = {id(item): xdist_group(item) for item in items}
+    for item in items:
+        item.add_marker(pytest.mark.xdist_group(groups[id(item)]))
+    items.sort(key=lambda item: group_rank(groups[id(item)]))
