@@ -57,6 +57,8 @@ CLUSTER_SETTINGS = {
     "offsets.topic.replication.factor": str(BROKERS),
     "offsets.topic.num.partitions": "50",  # Kafka's default and the single node's, stated for create_offsets_topic
 }
+# `--set KEY=VALUE`: broker properties for both configurations (added to CLUSTER_SETTINGS too)
+BOTH_SETTINGS: dict[str, str] = {}
 PLAN = [(size, PARTITIONS, "all", True) for size in SIZES]  # (size, partitions, acks, read back): compare.run_throughput
 FAILOVER_RATE = 1000  # records/s from the failover producer: a delivery report every ms while the partition is served
 READY_TIMEOUT_S = 30.0
@@ -389,7 +391,9 @@ def run_failover(zk, trials: int, deadline: float, result: dict) -> None:
 
 
 def single_node() -> brokers.BrokerProcess:
-    return brokers.BrokerProcess(brokers.BrokerSpec("cluster-single", TITLES[SINGLE], "", brokers.odradek_command,
+    extra = [a for k, v in BOTH_SETTINGS.items() for a in ("--set", f"{k}={v}")]
+    return brokers.BrokerProcess(brokers.BrokerSpec("cluster-single", TITLES[SINGLE], "",
+                                                    lambda port, data: brokers.odradek_command(port, data) + extra,
                                                     tempfile.gettempdir()))
 
 
@@ -471,6 +475,7 @@ def run(cfg: compare.Config, settings: Settings) -> dict:
     t0 = time.monotonic()
     deadline = t0 + settings.budget_s
     result = {"brokers": BROKERS, "partitions": PARTITIONS, "settings": dict(CLUSTER_SETTINGS),
+              "both_settings": dict(BOTH_SETTINGS),
               "failover_rate": FAILOVER_RATE, "budget_s": settings.budget_s, "trials": settings.trials,
               "rounds": {"requested": settings.rounds, "done": 0, "orders": [], "stopped_early": None},
               "configs": {kind: {"title": TITLES[kind], "error": None, "throughput": {}, "latency": None,
@@ -540,6 +545,9 @@ def render(result: dict) -> str:
     rounds = result["rounds"]
     done = rounds["done"]
     settings = ", ".join(f"{k}={v}" for k, v in result["settings"].items())
+    both = result.get("both_settings") or {}
+    if both:
+        settings += " (" + ", ".join(both) + " for the single node as well)"
     w(f"Both on disk (temp dir, default flush policy), started afresh in each round; the cluster's brokers "
       f"share the same {os.cpu_count()} cores with ZooKeeper and the clients. Cluster settings: {settings}; "
       f"topics with replication factor {result['brokers']}. Throughput: compare.py's rows and clients, "
@@ -690,7 +698,14 @@ def main() -> int:
                         help=f"client processes per throughput row (default {compare.DEFAULT_CLIENTS})")
     parser.add_argument("--out-dir", default=os.path.join(brokers.BENCH, "results"),
                         help="where cluster.md and cluster.json go (default bench/results)")
+    parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                        help="a broker property for the single node and every cluster broker (repeatable)")
     args = parser.parse_args()
+    for item in args.set:
+        key, sep, value = item.partition("=")
+        if not sep:
+            parser.error(f"--set: expected KEY=VALUE, got {item!r}")
+        BOTH_SETTINGS[key] = CLUSTER_SETTINGS[key] = value
     cfg = compare.Config(args.quick, clients=args.clients)
     settings = Settings(args.quick, args.rounds, args.trials)
     info = machine()

@@ -124,6 +124,10 @@ BROKER_PROPERTIES: dict[str, Property] = {
         Property("log.index.interval.bytes", _parse_int, 4096, _at_least(0),
                  doc="Log bytes between two entries of a segment's offset index; the default of "
                      "index.interval.bytes (bytes)."),
+        Property("log.page.cache.drop.behind.bytes", _parse_int, 0, _at_least(0),
+                 doc="odradek's own: bytes at the end of each partition's active segment kept in the page cache; "
+                     "older bytes are written back and dropped from it, so writes reuse the same memory. 0 leaves "
+                     "the page cache to the operating system (bytes)."),
         Property("log.flush.interval.messages", _parse_int, LONG_MAX, _at_least(1),
                  doc="Records appended to a partition after which it is forced to disk; the largest long leaves "
                      "flushing to the operating system (a count)."),

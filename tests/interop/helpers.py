@@ -7,8 +7,10 @@ not need the others installed.
 
 from __future__ import annotations
 
+import os
 import socket
 import struct
+import subprocess
 import time
 from typing import Any, Callable, Iterable, Iterator, TypeVar
 
@@ -258,6 +260,13 @@ def api_versions_request(correlation_id: int, version: int = 0, client_id: str |
     # Header v2 = header v1 + empty tagged fields; body: compact client_software_name/version + tags.
     body = bytes([len(b"interop") + 1]) + b"interop" + bytes([len(b"1") + 1]) + b"1" + b"\x00"
     return frame(request_header_v1(API_VERSIONS, version, correlation_id, client_id) + b"\x00" + body)
+
+
+def resident_bytes(path: str | os.PathLike) -> int:
+    """How much of a file is in the page cache (util-linux's fincore, part of every Debian system)."""
+    out = subprocess.run(["fincore", "--bytes", "--noheadings", "--output", "RES", os.fspath(path)],
+                         capture_output=True, text=True, check=True).stdout
+    return int(out.strip())
 
 
 def connect(address: str, timeout: float = 10.0) -> socket.socket:

@@ -19,6 +19,7 @@ from tests.interop.helpers import (
     consumer_config,
     produce_messages,
     producer_config,
+    resident_bytes,
     read_frame,
     wait_until,
 )
@@ -67,6 +68,20 @@ def test_retention_by_time_and_segment_roll(broker_factory, topic_name):
     assert oldest
     got = consume_messages(b.bootstrap, topic_name, 12 - low, offset=low)
     assert [m.offset() for m in got] == list(range(low, 12))
+
+
+@pytest.mark.timeout(60)
+def test_page_cache_drop_behind(broker_factory, topic_name):
+    # every append flushed, so each drop finds the bytes behind the window written back and can let them go
+    b = broker_factory({"log.page.cache.drop.behind.bytes": str(1 << 20), "log.flush.interval.messages": "1"})
+    create_topic(b.bootstrap, topic_name, partitions=1)
+    values = [bytes([i]) * (60 << 10) for i in range(128)]  # about 7.5 MiB
+    assert_delivered(produce_messages(b.bootstrap, topic_name, [{"value": v, "partition": 0} for v in values],
+                                      config={"linger.ms": 0, "batch.num.messages": 1}))
+    segment = next((b.data_dir / f"{topic_name}-0").glob("*.log"))
+    wait_until(lambda: resident_bytes(segment) <= 2 << 20, timeout=20,
+               message=f"the page cache to hold at most 2 MiB of {segment.name}")
+    assert [m.value() for m in consume_messages(b.bootstrap, topic_name, 128)] == values
 
 
 @pytest.mark.timeout(60)

@@ -17,6 +17,7 @@ from odradek.storage import segment as segment_module
 from odradek.storage.flusher import LogFlusher
 from odradek.storage.index import OffsetIndex, TimeIndex
 from odradek.storage.loader import LogStartCheckpoint, RecoveryPointCheckpoint
+from tests.interop.helpers import resident_bytes
 
 
 def make_batch(count: int = 1, timestamp: int = 1000, max_timestamp: int | None = None, payload: bytes = b"p" * 20) -> bytes:
@@ -864,3 +865,25 @@ def test_config_overrides_and_validation() -> None:
     for bad in ({"segment_bytes": 0}, {"segment_ms": 0}, {"index_interval_bytes": -1}, {"flush_messages": 0}):
         with pytest.raises(ValueError):
             LogConfig(**bad)
+
+
+# -- the page cache drop-behind (log.page.cache.drop.behind.bytes) ----------------------------------------------
+
+@pytest.mark.parametrize("drop_behind", [0, 1 << 20])
+def test_drop_behind_keeps_only_the_end_of_the_active_segment_cached(pdir: Path, drop_behind: int) -> None:
+    plog = PartitionLog.open(pdir, LogConfig(), drop_behind_bytes=drop_behind)  # flusher jobs run inline
+    batches = [make_batch(payload=bytes([i % 251]) * (64 << 10)) for i in range(128)]  # 8 MiB
+    for batch in batches[:120]:
+        append(plog, batch)
+    plog.flush()  # written back: the next pass can drop everything behind the window
+    for batch in batches[120:]:
+        append(plog, batch)
+    size = plog.size_in_bytes
+    cached = resident_bytes(segment_files(pdir)[0])
+    if drop_behind:
+        assert cached <= 2 * drop_behind, (cached, size)
+    else:  # the kernel keeps what was just written (20 times the window here)
+        assert cached >= size // 2, (cached, size)
+    # what was dropped is read back from the disk, whole
+    assert bases(plog.read(0, size + 1)) == list(range(128))
+    plog.close()

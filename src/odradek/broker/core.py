@@ -107,6 +107,7 @@ class Broker:
             io_max_bytes_per_second=float(config.get("log.cleaner.io.max.bytes.per.second")),  # type: ignore[arg-type]
             backoff_ms=config.int("log.cleaner.backoff.ms")))
         self.logs.producer_id_expiration_ms = config.int("producer.id.expiration.ms")
+        self.logs.drop_behind_bytes = config.int("log.page.cache.drop.behind.bytes")
         self.replicas = ReplicaManager(self.node_id, data_dir, self.logs, self.metadata, self.log_config,
                                        self.notify_append, config.int("replica.lag.time.max.ms"),
                                        config.int("replica.high.watermark.checkpoint.interval.ms"))

@@ -143,8 +143,9 @@ class PartitionLog:
     def __init__(self, directory: Path, config: LogConfig, segments: list[LogSegment], log_start_offset: int,
                  clock: Clock, producer_state: ProducerStateManager | None = None,
                  txn_index: TransactionIndex | None = None, flusher: LogFlusher = SYNCHRONOUS,
-                 leader_epoch_cache: LeaderEpochCache | None = None) -> None:
+                 leader_epoch_cache: LeaderEpochCache | None = None, drop_behind_bytes: int = 0) -> None:
         self.directory = directory
+        self.drop_behind_bytes = drop_behind_bytes  # log.page.cache.drop.behind.bytes; 0: the kernel decides
         self._config = config
         self._segments = segments
         self._bases = [s.base_offset for s in segments]
@@ -175,17 +176,19 @@ class PartitionLog:
 
     @classmethod
     def open(cls, directory: Path, config: LogConfig, *, clean_shutdown: bool = False,
-             clock: Clock | None = None, flusher: LogFlusher = SYNCHRONOUS) -> "PartitionLog":
+             clock: Clock | None = None, flusher: LogFlusher = SYNCHRONOUS,
+             drop_behind_bytes: int = 0) -> "PartitionLog":
         """Create the log, or recover it from ``directory``.
 
         ``clean_shutdown`` (from LogManager's marker) skips the full scan of the last segment; without it the
         segments from the recovery point on are validated batch by batch and a torn tail is cut off.
-        ``flusher`` runs the fsyncs; the default runs them on the calling thread.
+        ``flusher`` runs the fsyncs; the default runs them on the calling thread. ``drop_behind_bytes``: see
+        ``_drop_cache_behind``.
         """
         clock = clock or wall_clock_ms
         loaded = LogLoader(directory, config, clean_shutdown, clock()).load()
         return cls(directory, config, loaded.segments, loaded.log_start_offset, clock, loaded.producer_state,
-                   loaded.txn_index, flusher, loaded.leader_epoch_cache)
+                   loaded.txn_index, flusher, loaded.leader_epoch_cache, drop_behind_bytes)
 
     # -- state ------------------------------------------------------------------------------------------
 
@@ -420,12 +423,34 @@ class PartitionLog:
 
     def _count_unflushed(self, messages: int, now_ms: int) -> Future | None:
         """Flush policy after a write of ``messages`` records: the flush it started, if any."""
+        if self.drop_behind_bytes:
+            self._drop_cache_behind()
         self._unflushed_messages += messages
         self._dirty = True
         flush = self._config.flush_messages
         if flush is not None and self._unflushed_messages >= flush:
             return self._start_flush()
         return self.maybe_flush(now_ms)
+
+    def _drop_cache_behind(self) -> None:
+        """Keep only the last ``drop_behind_bytes`` of the active segment in the page cache.
+
+        Every new page of page cache is memory the kernel must find; where that is costly (a VM whose host
+        takes back the guest's free memory: each first touch faults into the host) writing is what a broker
+        spends its CPU on, and a replicated cluster writes every byte once per replica. Dropping what lies
+        further behind the end than the window (posix_fadvise DONTNEED, in a flusher job) lets the next writes
+        reuse the same few pages. The call starts writeback of dirty pages in the range and drops the clean
+        ones, so each range is passed again by later calls (they all start at 0) until it is gone. Readers
+        near the end (followers, consumers keeping up) still read from memory; a consumer further behind
+        reads from the disk.
+        """
+        segment = self._active
+        end = segment.size - self.drop_behind_bytes
+        if end - segment.cache_dropped_to < self.drop_behind_bytes // 2:
+            return
+        segment.cache_dropped_to = end
+        fd = os.dup(segment.fd)  # the segment may close (and its fd number be reused) before the job runs
+        self._flusher.submit(lambda: _drop_page_cache(fd, end))
 
     def _should_roll(self, segment: LogSegment, size: int, last_offset: int, now_ms: int) -> bool:
         if last_offset - segment.base_offset > INT32_MAX:
@@ -937,6 +962,16 @@ class PartitionLog:
 
 
 DELETED_SUFFIX = ".deleted"
+
+
+def _drop_page_cache(fd: int, end: int) -> None:
+    """Flusher job of ``_drop_cache_behind``: bytes [0, end) of ``fd`` out of the page cache; closes ``fd``."""
+    try:
+        os.posix_fadvise(fd, 0, end, os.POSIX_FADV_DONTNEED)
+    except OSError as exc:  # only advice: the data is unaffected
+        log.debug("posix_fadvise failed: %s", exc)
+    finally:
+        os.close(fd)
 
 
 def rename_for_deletion(directory: Path) -> Path:

@@ -72,6 +72,7 @@ class LogManager:
         # compaction of logs with cleanup.policy=compact (cleaner.py): threads of its own, swaps in ``tick``
         self.cleaner = LogCleaner(cleaner_config or CleanerConfig())
         self.producer_id_expiration_ms = DEFAULT_EXPIRATION_MS
+        self.drop_behind_bytes = 0  # log.page.cache.drop.behind.bytes, for every log (PartitionLog)
         self._next_producer_expiry_ms = self._clock() + self.PRODUCER_EXPIRATION_CHECK_MS
         marker = self.data_dir / self.CLEAN_SHUTDOWN_FILE
         marker.with_name(marker.name + ".tmp").unlink(missing_ok=True)
@@ -92,7 +93,7 @@ class LogManager:
                 continue
             config = config_for(key[0]) if config_for is not None else self.default_config
             self._logs[key] = PartitionLog.open(path, config, clean_shutdown=self.clean_shutdown, clock=self._clock,
-                                                flusher=self.flusher)
+                                                flusher=self.flusher, drop_behind_bytes=self.drop_behind_bytes)
         return dict(self._logs)
 
     def _finish_interrupted_deletions(self) -> None:
@@ -141,7 +142,7 @@ class LogManager:
         path = self.data_dir / f"{topic}-{partition}"
         is_new = not path.exists()
         plog = PartitionLog.open(path, config or self.default_config, clean_shutdown=False, clock=self._clock,
-                                 flusher=self.flusher)
+                                 flusher=self.flusher, drop_behind_bytes=self.drop_behind_bytes)
         if is_new:
             fsync_dir(self.data_dir)
         self._logs[key] = plog

@@ -168,6 +168,8 @@ class LogSegment:
         self._bytes_since_index_entry = 0
         self._index_write_failed = False
         self.broken = False  # a failed write could not be undone: no further appends
+        # bytes below this were last handed to the page cache drop-behind (PartitionLog._drop_cache_behind)
+        self.cache_dropped_to = 0
 
     # -- lifecycle --------------------------------------------------------------------------------------
 
