@@ -515,11 +515,7 @@ def main() -> int:
     if args.quick:
         args.mb, args.seconds = 50, 6.0
     rounds = args.rounds if args.rounds else (1 if args.quick else 3)
-    part = run(args.mb, args.keys, args.rate, args.seconds, max(1, rounds))
-    text = render(part)
-    print(text)
-    native.write_results("compaction", text, part)
-    return 0
+    return native.publish("compaction", run(args.mb, args.keys, args.rate, args.seconds, max(1, rounds)), render)
 
 
 if __name__ == "__main__":

@@ -119,11 +119,7 @@ def main() -> int:
     parser.add_argument("--seconds", type=int, default=20, help="the measured window of each run")
     parser.add_argument("--rounds", type=int, default=2, help="runs per mode, alternating (median)")
     args = parser.parse_args()
-    part = run(args.partitions, args.rate, args.seconds, args.rounds)
-    text = render(part)
-    print(text)
-    native.write_results("fetch_sessions", text, part)
-    return 0
+    return native.publish("fetch_sessions", run(args.partitions, args.rate, args.seconds, args.rounds), render)
 
 
 if __name__ == "__main__":

@@ -187,11 +187,7 @@ def main() -> int:
     parser.add_argument("--rounds", type=int, default=4, help="runs per mode, alternating (median)")
     parser.add_argument("--scrape-interval", type=float, default=1.0, help="seconds between scrapes, metrics on")
     args = parser.parse_args()
-    part = run(args.count, args.size, args.rounds, args.scrape_interval)
-    text = render(part)
-    print(text)
-    native.write_results("metrics", text, part)
-    return 0
+    return native.publish("metrics", run(args.count, args.size, args.rounds, args.scrape_interval), render)
 
 
 if __name__ == "__main__":

@@ -35,6 +35,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from typing import Callable
 
 import brokers
 from workloads import REPO
@@ -271,6 +272,14 @@ def write_results(name: str, text: str, part: dict) -> str:
     with open(path, "w") as fh:
         fh.write(text)
     return path
+
+
+def publish(name: str, part: dict, render: Callable[[dict], str]) -> int:
+    """Print a benchmark's report and write it with its figures (`write_results`); exit status 0."""
+    text = render(part)
+    print(text)
+    write_results(name, text, part)
+    return 0
 
 
 if __name__ == "__main__":

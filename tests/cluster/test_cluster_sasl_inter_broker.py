@@ -23,7 +23,7 @@ from odradek.net.sasl import ScramCredential
 from odradek.protocol import codec
 from odradek.protocol.errors import ErrorCode
 from tests.cluster.checker import LoadProducer, check_history, read_partitions
-from tests.cluster.common import REPLICATED, create_topic, full_isr
+from tests.cluster.common import REPLICATED, create_topic, full_isr, kill_leader_under_load
 from tests.cluster.test_cluster_tls import connected_ports
 from tests.interop.helpers import read_frame, wait_until
 from tests.security.certs import TestCA
@@ -102,18 +102,7 @@ def test_brokers_log_in_with_plain_replicate_and_fail_over(cluster_factory, topi
     assert_replicates_over(cluster, sasl_ports)
 
     load = LoadProducer(f"127.0.0.1:{sasl_ports[1]}", topic_name, 3, **alice(sasl_ports[1]))
-    load.start()
-    load.wait_acked(300)
-    victim = cluster.partition_state(topic_name, 0).leader
-    cluster.kill(victim)
-    wait_until(lambda: cluster.partition_state(topic_name, 0).leader not in (-1, victim), timeout=30,
-               message="a new leader for partition 0")
-    before = load.ledger.count()
-    load.wait_acked(before + 300, timeout=60)
-    ledger = load.stop()
-    assert not ledger.errors, ledger.errors[:5]
-    history = check_history(ledger.acked, read_partitions(cluster.bootstrap, topic_name, 3))
-    assert history.ok, str(history)
+    victim, _ = kill_leader_under_load(cluster, topic_name, load.start())
 
     # the killed broker logs in again as it comes back, catches up and rejoins every ISR
     cluster.broker(victim).start()

@@ -4,7 +4,6 @@ the endpoints of the listener it came in on."""
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 import pytest
@@ -12,31 +11,15 @@ from confluent_kafka import Consumer, Producer
 from confluent_kafka.admin import AdminClient
 
 from tests.cluster.common import REPLICATED, create_topic, full_isr
-from tests.interop.helpers import wait_until
+from tests.interop.helpers import TCP_ESTABLISHED, process_tcp_ports, wait_until
 from tests.security.certs import TestCA
 
 RECORDS = 500
 
 
 def connected_ports(pid: int) -> set[int]:
-    """The remote ports of the process's established TCP connections (from /proc, no tools needed)."""
-    inodes = set()
-    for fd in os.listdir(f"/proc/{pid}/fd"):
-        try:
-            target = os.readlink(f"/proc/{pid}/fd/{fd}")
-        except OSError:
-            continue
-        if target.startswith("socket:["):
-            inodes.add(target[8:-1])
-    ports = set()
-    for table in ("tcp", "tcp6"):
-        with open(f"/proc/{pid}/net/{table}") as f:
-            next(f)
-            for line in f:
-                fields = line.split()
-                if fields[3] == "01" and fields[9] in inodes:  # ESTABLISHED
-                    ports.add(int(fields[2].rsplit(":", 1)[1], 16))
-    return ports
+    """The remote ports of the process's established TCP connections."""
+    return {remote for _, remote in process_tcp_ports(pid, TCP_ESTABLISHED)}
 
 
 @pytest.mark.timeout(180)

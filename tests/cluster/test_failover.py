@@ -14,7 +14,7 @@ import pytest
 from confluent_kafka import KafkaError, Producer
 
 from tests.cluster.checker import LoadProducer, check_history, read_partitions
-from tests.cluster.common import REPLICATED, create_topic, full_isr
+from tests.cluster.common import REPLICATED, create_topic, full_isr, kill_leader_under_load
 from tests.interop.helpers import wait_until
 
 @pytest.mark.timeout(180)
@@ -22,18 +22,7 @@ def test_leader_killed_under_load_loses_nothing_and_rejoins(cluster_factory, top
     cluster = cluster_factory(3, settings=REPLICATED).start()
     cluster.wait_ready()
     create_topic(cluster, topic_name)
-    victim = cluster.partition_state(topic_name, 0).leader
-    load = LoadProducer(cluster.bootstrap, topic_name, 3).start()
-    load.wait_acked(300)
-    cluster.kill(victim)
-    wait_until(lambda: cluster.partition_state(topic_name, 0).leader not in (-1, victim), timeout=30,
-               message="a new leader for partition 0")
-    before = load.ledger.count()
-    load.wait_acked(before + 300, timeout=60)
-    ledger = load.stop()
-    assert not ledger.errors, ledger.errors[:5]
-    history = check_history(ledger.acked, read_partitions(cluster.bootstrap, topic_name, 3))
-    assert history.ok, str(history)
+    victim, ledger = kill_leader_under_load(cluster, topic_name, LoadProducer(cluster.bootstrap, topic_name, 3).start())
 
     # the killed broker comes back, truncates whatever was never committed, catches up, rejoins the ISR...
     cluster.broker(victim).start()

@@ -269,6 +269,33 @@ def resident_bytes(path: str | os.PathLike) -> int:
     return int(out.strip())
 
 
+# /proc/net/tcp's socket states
+TCP_ESTABLISHED = "01"
+TCP_LISTEN = "0A"
+
+
+def process_tcp_ports(pid: int, state: str) -> list[tuple[int, int]]:
+    """(local port, remote port) of the process's TCP sockets in `state` (TCP_LISTEN, TCP_ESTABLISHED): its
+    socket inodes from /proc/PID/fd, looked up in /proc/PID/net/tcp and tcp6 (no tools needed)."""
+    inodes = set()
+    for fd in os.listdir(f"/proc/{pid}/fd"):
+        try:
+            target = os.readlink(f"/proc/{pid}/fd/{fd}")
+        except OSError:  # closed meanwhile
+            continue
+        if target.startswith("socket:["):
+            inodes.add(target[8:-1])
+    found = []
+    for table in ("tcp", "tcp6"):
+        with open(f"/proc/{pid}/net/{table}") as f:
+            next(f)
+            for line in f:
+                fields = line.split()
+                if fields[3] == state and fields[9] in inodes:
+                    found.append((int(fields[1].rsplit(":", 1)[1], 16), int(fields[2].rsplit(":", 1)[1], 16)))
+    return found
+
+
 def connect(address: str, timeout: float = 10.0) -> socket.socket:
     host, port = address.rsplit(":", 1)
     sock = socket.create_connection((host, int(port)), timeout=timeout)

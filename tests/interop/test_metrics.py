@@ -4,7 +4,6 @@ listens when the property is unset."""
 
 from __future__ import annotations
 
-import os
 import time
 import urllib.error
 import urllib.request
@@ -15,6 +14,7 @@ from confluent_kafka.admin import AdminClient, NewTopic
 from prometheus_client.parser import text_string_to_metric_families
 
 from tests.conftest import free_port
+from tests.interop.helpers import TCP_LISTEN, process_tcp_ports
 
 DEADLINE_S = 20.0
 
@@ -186,25 +186,7 @@ def test_group_lag(metered, topic_name):
 
 
 def listening_ports(pid: int) -> set[int]:
-    """TCP ports the process listens on: its socket inodes, looked up among /proc/net's LISTEN entries."""
-    inodes = set()
-    fd_dir = f"/proc/{pid}/fd"
-    for fd in os.listdir(fd_dir):
-        try:
-            target = os.readlink(f"{fd_dir}/{fd}")
-        except OSError:
-            continue
-        if target.startswith("socket:["):
-            inodes.add(target[8:-1])
-    ports = set()
-    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
-        with open(table) as f:
-            next(f)
-            for line in f:
-                fields = line.split()
-                if fields[3] == "0A" and fields[9] in inodes:  # 0A: LISTEN
-                    ports.add(int(fields[1].rsplit(":", 1)[1], 16))
-    return ports
+    return {local for local, _ in process_tcp_ports(pid, TCP_LISTEN)}
 
 
 def test_nothing_listens_when_unset(broker_factory):

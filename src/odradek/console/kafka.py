@@ -16,9 +16,10 @@ import base64
 import threading
 import time
 from collections import deque
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterator
 
 TIMEOUT_S = 10.0
 BROWSE_DEADLINE_S = 8.0  # one browse request polls for at most this long
@@ -69,6 +70,17 @@ def _b64(data: bytes | None) -> str | None:
 
 def _text(data: bytes | None) -> str:
     return "" if data is None else data.decode("utf-8", errors="replace")
+
+
+@contextmanager
+def _tool_errors() -> Iterator[None]:
+    """The shared admin helpers' ToolError as the console's error (the cluster failed: 502)."""
+    from odradek.tools.common import ToolError
+
+    try:
+        yield
+    except ToolError as exc:
+        raise ConsoleError(str(exc), 502) from None
 
 
 def _check(future: Any, what: str) -> Any:
@@ -122,22 +134,10 @@ class Kafka:
         }
 
     def offsets(self, partitions: list[tuple[str, int]], latest: bool = True) -> dict[tuple[str, int], int]:
-        """Earliest or latest offsets of many partitions, in one ListOffsets round."""
-        from confluent_kafka import TopicPartition
-        from confluent_kafka.admin import OffsetSpec
+        """Earliest or latest offsets of many partitions, in one ListOffsets round (-1 where it failed)."""
+        from odradek.tools.common import list_offsets
 
-        if not partitions:
-            return {}
-        spec = OffsetSpec.latest() if latest else OffsetSpec.earliest()
-        futures = self.admin.list_offsets({TopicPartition(t, p): spec for t, p in partitions},
-                                          request_timeout=TIMEOUT_S)
-        out = {}
-        for tp, fut in futures.items():
-            try:
-                out[(tp.topic, tp.partition)] = fut.result(TIMEOUT_S).offset
-            except Exception:
-                out[(tp.topic, tp.partition)] = -1
-        return out
+        return list_offsets(self.admin, partitions, TIMEOUT_S, latest)
 
     def topics(self, include_internal: bool = False) -> list[dict]:
         md = self.metadata()
@@ -342,34 +342,24 @@ class Kafka:
                 for g in sorted(listed.valid, key=lambda g: g.group_id)]
 
     def committed(self, group: str) -> dict[tuple[str, int], int]:
-        from confluent_kafka import ConsumerGroupTopicPartitions
+        from odradek.tools.groups import committed_offsets
 
-        futures = self.admin.list_consumer_group_offsets([ConsumerGroupTopicPartitions(group)],
-                                                         request_timeout=TIMEOUT_S)
-        result = _check(futures[group], f"offsets of {group}")
-        return {(tp.topic, tp.partition): tp.offset for tp in result.topic_partitions if tp.offset >= 0}
+        with _tool_errors():
+            return committed_offsets(self.admin, group, TIMEOUT_S)
 
     def group(self, group: str) -> dict:
-        desc = _check(self.admin.describe_consumer_groups([group], request_timeout=TIMEOUT_S)[group],
-                      f"describe {group}")
-        owner: dict[tuple[str, int], str] = {}
-        members = []
-        for m in desc.members:
-            parts = sorted((tp.topic, tp.partition) for tp in (m.assignment.topic_partitions if m.assignment else []))
-            for tp in parts:
-                owner[tp] = m.member_id
-            members.append({"member_id": m.member_id, "instance_id": m.group_instance_id, "client_id": m.client_id,
-                            "host": m.host, "assignment": [{"topic": t, "partition": p} for t, p in parts]})
-        committed = self.committed(group)
-        tps = sorted(set(committed) | set(owner))
-        high = self.offsets(tps, latest=True)
-        partitions = []
-        for tp in tps:
-            off = committed.get(tp)
-            end = high.get(tp, -1)
-            partitions.append({"topic": tp[0], "partition": tp[1], "committed": off, "end": end,
-                               "lag": None if off is None or end < 0 else max(end - off, 0),
-                               "member": owner.get(tp)})
+        from odradek.tools.groups import group_state
+
+        with _tool_errors():
+            state = group_state(self.admin, group, TIMEOUT_S)
+        desc, owner = state.description, state.owner
+        members = [{"member_id": m.member_id, "instance_id": m.group_instance_id, "client_id": m.client_id,
+                    "host": m.host,
+                    "assignment": [{"topic": t, "partition": p} for t, p in state.assignments[m.member_id]]}
+                   for m in desc.members]
+        partitions = [{"topic": t, "partition": p, "committed": state.committed.get((t, p)),
+                       "end": state.ends.get((t, p), -1), "lag": state.lag((t, p)), "member": owner.get((t, p))}
+                      for t, p in state.partitions]
         coordinator = desc.coordinator
         return {"group": desc.group_id, "state": _enum_name(desc.state),
                 "assignor": desc.partition_assignor or None,

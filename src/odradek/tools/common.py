@@ -145,6 +145,27 @@ def result(future: Any, what: str, timeout: float) -> Any:
         raise ToolError(f"{what}: {text}") from None
 
 
+def list_offsets(admin: Any, partitions: Iterable[tuple[str, int]], timeout: float,
+                 latest: bool = True) -> dict[tuple[str, int], int]:
+    """Log end (or, with latest=False, log start) offsets of many partitions in one ListOffsets round; -1 for
+    a partition that failed (a topic deleted since a group committed to it, say), so one bad partition does
+    not hide the others."""
+    from confluent_kafka import TopicPartition
+    from confluent_kafka.admin import OffsetSpec
+
+    spec = OffsetSpec.latest() if latest else OffsetSpec.earliest()
+    request = {TopicPartition(t, p): spec for t, p in partitions}
+    if not request:
+        return {}
+    found = {}
+    for tp, future in admin.list_offsets(request, request_timeout=timeout).items():
+        try:
+            found[(tp.topic, tp.partition)] = future.result(timeout).offset
+        except Exception:  # noqa: BLE001 - the partition's own error; its offset stays unknown
+            found[(tp.topic, tp.partition)] = -1
+    return found
+
+
 def run_command(prog: str, action: Callable[[], int]) -> int:
     """Run a command; a ToolError (or an unexpected client error) becomes `odradek PROG: message` and
     exit code 1, Ctrl-C exit code 130."""

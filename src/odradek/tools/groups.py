@@ -21,10 +21,11 @@ from __future__ import annotations
 
 import argparse
 import sys
+from dataclasses import dataclass
 from typing import Any
 
-from odradek.tools.common import ToolError, admin_client, connection_options, emit, progress, run_command, table, \
-    topic_partitions
+from odradek.tools.common import ToolError, admin_client, connection_options, emit, list_offsets, progress, result, \
+    run_command, table, topic_partitions
 
 # partitions committed per AlterConsumerGroupOffsets request when a progress bar shows (one request otherwise)
 RESET_BATCH = 100
@@ -55,12 +56,6 @@ def run(args: argparse.Namespace) -> int:
     return run_command("groups", lambda: _ACTIONS[args.action](args))
 
 
-def _result(future: Any, what: str, args: argparse.Namespace) -> Any:
-    from odradek.tools.common import result
-
-    return result(future, what, args.timeout)
-
-
 def _print_table(header: list[str], rows: list[list[Any]]) -> None:
     from odradek.tools.common import console
 
@@ -72,7 +67,7 @@ def cmd_list(args: argparse.Namespace) -> int:
 
     admin = admin_client(args)  # keep a reference: a destroyed client fails its futures
     metadata(admin, args)  # an unreachable cluster: a clear error within --timeout
-    listed = _result(admin.list_consumer_groups(request_timeout=args.timeout), "list groups", args)
+    listed = result(admin.list_consumer_groups(request_timeout=args.timeout), "list groups", args.timeout)
     data = [{"group": g.group_id, "state": str(g.state).rsplit(".", 1)[-1],
              "type": "consumer" if g.is_simple_consumer_group is False else "simple"}
             for g in sorted(listed.valid, key=lambda g: g.group_id)]
@@ -80,37 +75,61 @@ def cmd_list(args: argparse.Namespace) -> int:
                                                         [list(d.values()) for d in data])))
 
 
-def _committed(admin: Any, args: argparse.Namespace, group: str) -> dict[tuple[str, int], int]:
+def committed_offsets(admin: Any, group: str, timeout: float) -> dict[tuple[str, int], int]:
+    """The group's committed offsets, (topic, partition) -> offset; partitions without one are left out."""
     from confluent_kafka import ConsumerGroupTopicPartitions
 
-    futures = admin.list_consumer_group_offsets([ConsumerGroupTopicPartitions(group)], request_timeout=args.timeout)
-    result = _result(futures[group], f"offsets of {group}", args)
-    return {(tp.topic, tp.partition): tp.offset for tp in result.topic_partitions if tp.offset >= 0}
+    futures = admin.list_consumer_group_offsets([ConsumerGroupTopicPartitions(group)], request_timeout=timeout)
+    found = result(futures[group], f"offsets of {group}", timeout)
+    return {(tp.topic, tp.partition): tp.offset for tp in found.topic_partitions if tp.offset >= 0}
+
+
+@dataclass
+class GroupState:
+    """A consumer group as `groups describe` and the console show it: the description, each member's
+    assignment, the committed offsets and the log end offsets of every partition that has either."""
+
+    description: Any  # confluent_kafka's ConsumerGroupDescription
+    assignments: dict[str, list[tuple[str, int]]]  # member id -> its partitions, sorted
+    committed: dict[tuple[str, int], int]
+    ends: dict[tuple[str, int], int]  # -1 where unknown
+
+    @property
+    def owner(self) -> dict[tuple[str, int], str]:
+        return {tp: member for member, parts in self.assignments.items() for tp in parts}
+
+    @property
+    def partitions(self) -> list[tuple[str, int]]:
+        return sorted(set(self.committed) | set(self.owner))
+
+    def lag(self, tp: tuple[str, int]) -> int | None:
+        """Records between the committed offset and the log end; None without a commit or a known end."""
+        committed, end = self.committed.get(tp), self.ends.get(tp, -1)
+        return None if committed is None or end < 0 else max(end - committed, 0)
+
+
+def group_state(admin: Any, group: str, timeout: float) -> GroupState:
+    """Describe `group` and read its offsets (ToolError if the group cannot be described)."""
+    desc = result(admin.describe_consumer_groups([group], request_timeout=timeout)[group], f"describe {group}",
+                  timeout)
+    assignments = {m.member_id: sorted((tp.topic, tp.partition)
+                                       for tp in (m.assignment.topic_partitions if m.assignment else []))
+                   for m in desc.members}
+    committed = committed_offsets(admin, group, timeout)
+    state = GroupState(desc, assignments, committed, {})
+    state.ends = list_offsets(admin, state.partitions, timeout)
+    return state
 
 
 def cmd_describe(args: argparse.Namespace) -> int:
-    from odradek.tools.topics import topic_offsets
-
-    admin = admin_client(args)
-    desc = _result(admin.describe_consumer_groups([args.group], request_timeout=args.timeout)[args.group],
-                   f"describe {args.group}", args)
-    owner: dict[tuple[str, int], str] = {}
-    members = []
-    for m in desc.members:
-        parts = sorted((tp.topic, tp.partition) for tp in (m.assignment.topic_partitions if m.assignment else []))
-        for tp in parts:
-            owner[tp] = m.member_id
-        members.append({"member": m.member_id, "instance": m.group_instance_id, "client": m.client_id,
-                        "host": m.host, "assignment": [f"{t}:{p}" for t, p in parts]})
-    committed = _committed(admin, args, args.group)
-    wanted = sorted(set(committed) | set(owner))
-    ends: dict[tuple[str, int], int] = {}
-    for topic in sorted({t for t, _ in wanted}):
-        ends.update({(topic, p): high for p, (_, high) in
-                     topic_offsets(admin, args, topic, [p for t, p in wanted if t == topic]).items()})
-    offsets = [{"topic": t, "partition": p, "committed": committed.get((t, p)), "log_end_offset": ends[(t, p)],
-                "lag": None if (t, p) not in committed else max(ends[(t, p)] - committed[(t, p)], 0),
-                "member": owner.get((t, p))} for t, p in wanted]
+    state = group_state(admin_client(args), args.group, args.timeout)
+    desc = state.description
+    members = [{"member": m.member_id, "instance": m.group_instance_id, "client": m.client_id, "host": m.host,
+                "assignment": [f"{t}:{p}" for t, p in state.assignments[m.member_id]]} for m in desc.members]
+    owner = state.owner
+    offsets = [{"topic": t, "partition": p, "committed": state.committed.get((t, p)),
+                "log_end_offset": state.ends[(t, p)] if state.ends[(t, p)] >= 0 else None,
+                "lag": state.lag((t, p)), "member": owner.get((t, p))} for t, p in state.partitions]
     data = {"group": desc.group_id, "state": str(desc.state).rsplit(".", 1)[-1],
             "assignor": desc.partition_assignor or None,
             "coordinator": f"{desc.coordinator.host}:{desc.coordinator.port}" if desc.coordinator else None,
@@ -136,8 +155,8 @@ def _tp(topic: str, partition: int, offset: int | None = None):
 
 def cmd_delete(args: argparse.Namespace) -> int:
     admin = admin_client(args)
-    _result(admin.delete_consumer_groups([args.group], request_timeout=args.timeout)[args.group],
-            f"delete {args.group}", args)
+    result(admin.delete_consumer_groups([args.group], request_timeout=args.timeout)[args.group],
+           f"delete {args.group}", args.timeout)
     print(f"deleted group {args.group}")
     return 0
 
@@ -149,7 +168,7 @@ def cmd_reset(args: argparse.Namespace) -> int:
 
     admin = admin_client(args)
     partitions = topic_partitions(admin, args, args.topic)
-    committed = _committed(admin, args, args.group)
+    committed = committed_offsets(admin, args.group, args.timeout)
     plan = []
     for p, (low, high) in sorted(topic_offsets(admin, args, args.topic, partitions).items()):
         if args.to_earliest:
@@ -170,8 +189,8 @@ def cmd_reset(args: argparse.Namespace) -> int:
         for i in range(0, len(plan), batch):
             chunk = plan[i:i + batch]
             request = ConsumerGroupTopicPartitions(args.group, [_tp(args.topic, p, new) for p, _, new in chunk])
-            done = _result(admin.alter_consumer_group_offsets([request], request_timeout=args.timeout)[args.group],
-                           f"reset offsets of {args.group}", args)
+            done = result(admin.alter_consumer_group_offsets([request], request_timeout=args.timeout)[args.group],
+                          f"reset offsets of {args.group}", args.timeout)
             failed = [tp for tp in done.topic_partitions if tp.error is not None]
             if failed:
                 raise ToolError("; ".join(f"{tp.topic}:{tp.partition}: {tp.error}" for tp in failed))
