@@ -347,6 +347,13 @@ class Kafka:
         with _tool_errors():
             return committed_offsets(self.admin, group, TIMEOUT_S)
 
+    def committed_of(self, groups: list[str]) -> dict[str, dict[tuple[str, int], int]]:
+        """The committed offsets of many groups, asked all at once."""
+        from odradek.tools.groups import committed_offsets_of
+
+        with _tool_errors():
+            return committed_offsets_of(self.admin, groups, TIMEOUT_S)
+
     def group(self, group: str) -> dict:
         from odradek.tools.groups import group_state
 
@@ -441,12 +448,8 @@ class Sampler:
                 if off >= 0:
                     ends[topic] = ends.get(topic, 0) + off
             self._push(self.throughput, (now, ends))
-            groups = self.kafka.groups()
-            seen = set()
-            for g in groups:
-                name = g["group"]
-                seen.add(name)
-                committed = self.kafka.committed(name)
+            seen = {g["group"] for g in self.kafka.groups()}
+            for name, committed in self.kafka.committed_of(sorted(seen)).items():
                 missing = [tp for tp in committed if tp not in high]
                 if missing:
                     high.update(self.kafka.offsets(missing, latest=True))

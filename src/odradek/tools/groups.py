@@ -77,11 +77,21 @@ def cmd_list(args: argparse.Namespace) -> int:
 
 def committed_offsets(admin: Any, group: str, timeout: float) -> dict[tuple[str, int], int]:
     """The group's committed offsets, (topic, partition) -> offset; partitions without one are left out."""
+    return committed_offsets_of(admin, [group], timeout)[group]
+
+
+def committed_offsets_of(admin: Any, groups: list[str], timeout: float) -> dict[str, dict[tuple[str, int], int]]:
+    """`committed_offsets` of many groups: librdkafka takes one group per request, so every request is sent
+    before the first answer is awaited, and the groups' coordinators answer at the same time."""
     from confluent_kafka import ConsumerGroupTopicPartitions
 
-    futures = admin.list_consumer_group_offsets([ConsumerGroupTopicPartitions(group)], request_timeout=timeout)
-    found = result(futures[group], f"offsets of {group}", timeout)
-    return {(tp.topic, tp.partition): tp.offset for tp in found.topic_partitions if tp.offset >= 0}
+    pending = {group: admin.list_consumer_group_offsets([ConsumerGroupTopicPartitions(group)],
+                                                        request_timeout=timeout)[group] for group in groups}
+    found = {}
+    for group, future in pending.items():
+        offsets = result(future, f"offsets of {group}", timeout)
+        found[group] = {(tp.topic, tp.partition): tp.offset for tp in offsets.topic_partitions if tp.offset >= 0}
+    return found
 
 
 @dataclass
