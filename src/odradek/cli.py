@@ -60,6 +60,9 @@ def build_parser() -> argparse.ArgumentParser:
     from odradek import console
 
     console.add_parser(sub)
+    from odradek import registry
+
+    registry.add_parser(sub)
     # No -h of its own: `odradek pipeline NAME --help` is the pipeline's help; `odradek pipeline [--help]`
     # lists the pipelines (main below).
     pipeline = sub.add_parser("pipeline", help="run a shipped PySpark pipeline (needs the 'spark' extra)",
@@ -168,6 +171,10 @@ def main(argv: list[str] | None = None) -> int:
         from odradek import console
 
         return console.run(args)
+    if args.command == "registry":
+        from odradek import registry
+
+        return registry.run(args)
     if args.command == "pipeline":
         from odradek.pipelines import PIPELINES, run_pipeline
 

@@ -555,6 +555,47 @@ def test_admin_commands(plain_venv: Venv, broker_from, tmp_path: Path) -> None:
     assert "unknown topic" in plain_venv.cli("topics", "describe", topic, *b, rc=1)
 
 
+def test_registry_command(plain_venv: Venv, broker_from, tmp_path: Path) -> None:
+    """`odradek registry` from the wheel (fastavro, starlette and uvicorn from the core dependencies): it
+    reads `_schemas` from the wheel's own broker, listens, registers and serves a schema over HTTP, and
+    exits 0 on SIGTERM."""
+    import urllib.request
+
+    broker = broker_from(plain_venv)
+    port = free_port()
+    log_path = tmp_path / "registry.log"
+    marker = f"odradek registry: listening on http://127.0.0.1:{port}"
+    with open(log_path, "w") as log:
+        proc = subprocess.Popen([str(plain_venv.odradek), "registry", "--bootstrap", broker.bootstrap,
+                                 "--listen", f"127.0.0.1:{port}"], stdout=log, stderr=subprocess.STDOUT,
+                                stdin=subprocess.DEVNULL, text=True, env=plain_venv.env, cwd=plain_venv.cwd)
+    try:
+        deadline = time.monotonic() + START_TIMEOUT_S
+        while marker not in log_path.read_text():
+            if proc.poll() is not None or time.monotonic() > deadline:
+                pytest.fail(f"odradek registry printed no {marker!r}:\n{log_path.read_text()}")
+            time.sleep(0.1)
+
+        def call(method: str, path: str, body: dict | None = None) -> object:
+            req = urllib.request.Request(f"http://127.0.0.1:{port}{path}", method=method,
+                                         data=None if body is None else json.dumps(body).encode(),
+                                         headers={"Content-Type": "application/vnd.schemaregistry.v1+json"})
+            with urllib.request.urlopen(req, timeout=30) as res:
+                return json.loads(res.read())
+
+        schema = json.dumps({"type": "record", "name": "W", "fields": [{"name": "a", "type": "int"}]})
+        assert call("POST", "/subjects/wheel-value/versions", {"schema": schema}) == {"id": 1}
+        assert call("GET", "/subjects") == ["wheel-value"]
+        assert call("GET", "/schemas/ids/1") == {"schema": schema}
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(20) == 0, log_path.read_text()
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert_no_crash(log_path.read_text(), "odradek registry")
+
+
 def test_pipeline_help_without_spark_extra(plain_venv: Venv) -> None:
     """Without the extra, the pipeline must say so and fail, not offer a help page for a command that
     cannot run."""

@@ -31,22 +31,15 @@ def add_parser(sub: Any) -> None:
 
 def run(args: argparse.Namespace) -> int:
     try:
-        import uvicorn
-
         from odradek.console.app import Console, create_app
-        from odradek.console.kafka import Kafka, read_client_properties
+        from odradek.console.kafka import Kafka
+        from odradek.web import client_properties, listen_address, serve
     except ImportError as exc:
         print(f"odradek console: {exc} (pip install starlette uvicorn)", file=sys.stderr)
         return 2
-    host, sep, port = args.listen.rpartition(":")
-    if not sep or not port.isdigit():
-        print(f"odradek console: --listen expects HOST:PORT, got {args.listen!r}", file=sys.stderr)
-        return 2
-    host = host.strip("[]") or "127.0.0.1"
-    try:
-        client_config = read_client_properties(args.command_config) if args.command_config else {}
-    except (OSError, ValueError) as exc:
-        print(f"odradek console: --command-config: {exc}", file=sys.stderr)
+    address = listen_address("console", args.listen)
+    client_config = client_properties("console", args.command_config)
+    if address is None or client_config is None:
         return 2
     try:
         kafka = Kafka(args.bootstrap, client_config)
@@ -54,19 +47,8 @@ def run(args: argparse.Namespace) -> int:
         print(f"odradek console: {exc}", file=sys.stderr)
         return 2
     console = Console(kafka, sample_interval=max(args.sample_interval, 0.5))
-
-    class Server(uvicorn.Server):
-        async def startup(self, sockets=None) -> None:
-            await super().startup(sockets)
-            if self.started:
-                shown = f"[{host}]" if ":" in host else host
-                print(f"{READY_MARKER}http://{shown}:{port}/", flush=True)
-
-    config = uvicorn.Config(create_app(console), host=host, port=int(port), log_level=args.log_level.lower(),
-                            access_log=False, lifespan="on")
-    server = Server(config)
     try:
-        server.run()
+        started = serve(create_app(console), *address, READY_MARKER, args.log_level, lifespan="on", path="/")
     finally:
         kafka.close()
-    return 0 if server.started else 1
+    return 0 if started else 1

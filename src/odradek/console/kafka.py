@@ -18,7 +18,6 @@ import time
 from collections import deque
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any, Iterator
 
 TIMEOUT_S = 10.0
@@ -34,21 +33,6 @@ class ConsoleError(Exception):
     def __init__(self, message: str, status: int = 400) -> None:
         super().__init__(message)
         self.status = status
-
-
-def read_client_properties(path: Path) -> dict[str, str]:
-    """A Java-style .properties file of client settings (`--command-config`): key=value or key: value,
-    # and ! comments."""
-    out: dict[str, str] = {}
-    for lineno, raw in enumerate(path.read_text().splitlines(), 1):
-        line = raw.strip()
-        if not line or line[0] in "#!":
-            continue
-        cut = [i for i in (line.find("="), line.find(":")) if i >= 0]
-        if not cut:
-            raise ValueError(f"{path}:{lineno}: expected key=value")
-        out[line[:min(cut)].strip()] = line[min(cut) + 1:].strip()
-    return out
 
 
 def _enum_name(value: Any) -> str:
