@@ -237,6 +237,61 @@ class ReadOptions:
     poll_timeout_ms: int = 120_000
     max_records_per_arrow_batch: int = 10_000
     by_timestamp_strategy: str = "error"
+    avro: "AvroOptions | None" = None
+
+
+@dataclass(frozen=True)
+class AvroOptions:
+    """`valueFormat=avro` / `keyFormat=avro`: decode Confluent-framed Avro through a schema registry.
+    A subject of None means that column stays binary."""
+
+    registry_url: str
+    value_subject: str | None
+    key_subject: str | None
+    mode: str = "FAILFAST"  # FAILFAST | PERMISSIVE
+
+
+def _format(options: Mapping[str, str], name: str) -> str:
+    value = (_get(options, name) or "binary").strip().lower()
+    if value not in ("binary", "avro"):
+        raise OptionError(f"option {name!r} must be 'binary' or 'avro', got {value!r}")
+    return value
+
+
+def wants_avro(options: Mapping[str, str]) -> bool:
+    """Whether a column is read as Avro (checked before anything else, so writes and plain reads never
+    parse the Avro options)."""
+    return _format(options, "valueFormat") == "avro" or _format(options, "keyFormat") == "avro"
+
+
+def parse_avro_options(options: Mapping[str, str], subscription: Subscription) -> AvroOptions | None:
+    """None unless a column is read as Avro. Subjects default to TopicNameStrategy (`<topic>-value`,
+    `<topic>-key`), which only names one subject when the read covers exactly one topic."""
+    formats = {"value": _format(options, "valueFormat"), "key": _format(options, "keyFormat")}
+    if all(f == "binary" for f in formats.values()):
+        return None
+    url = (_get(options, "schema.registry.url") or "").strip().rstrip("/")
+    if not url.startswith(("http://", "https://")):
+        raise OptionError("option 'schema.registry.url' (http://host:port) is required with valueFormat/keyFormat avro")
+    topics = sorted({t for t, _ in subscription.partitions} if subscription.kind == "assign" else subscription.topics)
+    subjects: dict[str, str | None] = {}
+    for column, fmt in formats.items():
+        if fmt == "binary":
+            subjects[column] = None
+            continue
+        name = f"{column}Subject"
+        given = _get(options, name)
+        if given and given.strip():
+            subjects[column] = given.strip()
+        elif subscription.kind != "pattern" and len(topics) == 1:
+            subjects[column] = f"{topics[0]}-{column}"
+        else:
+            raise OptionError(f"option {name!r} is required when the read covers more than one topic "
+                              f"({subscription.describe()})")
+    mode = (_get(options, "avro.mode") or "FAILFAST").strip().upper()
+    if mode not in ("FAILFAST", "PERMISSIVE"):
+        raise OptionError(f"option 'avro.mode' must be FAILFAST or PERMISSIVE, got {mode!r}")
+    return AvroOptions(url, subjects["value"], subjects["key"], mode)
 
 
 def parse_read_options(options: Mapping[str, str], streaming: bool) -> ReadOptions:
@@ -246,8 +301,9 @@ def parse_read_options(options: Mapping[str, str], streaming: bool) -> ReadOptio
     strategy = (_get(options, "startingOffsetsByTimestampStrategy") or "error").strip().lower()
     if strategy not in ("error", "latest"):
         raise OptionError("option 'startingOffsetsByTimestampStrategy' must be 'error' or 'latest'")
+    subscription = parse_subscription(options)
     return ReadOptions(
-        subscription=parse_subscription(options),
+        subscription=subscription,
         starting=parse_offset_spec(options, "starting", streaming),
         ending=None if streaming else parse_offset_spec(options, "ending", streaming),
         client=client_options(options),
@@ -258,6 +314,7 @@ def parse_read_options(options: Mapping[str, str], streaming: bool) -> ReadOptio
         poll_timeout_ms=_int(options, "kafkaConsumer.pollTimeoutMs", 120_000, minimum=1) or 120_000,
         max_records_per_arrow_batch=_int(options, "arrowBatchSize", 10_000, minimum=1) or 10_000,
         by_timestamp_strategy=strategy,
+        avro=parse_avro_options(options, subscription),
     )
 
 

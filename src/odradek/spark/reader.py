@@ -4,7 +4,7 @@ executors into Arrow batches with the row schema of Spark's Kafka source."""
 from __future__ import annotations
 
 import math
-from typing import Any, Iterator, Sequence
+from typing import TYPE_CHECKING, Any, Iterator, Sequence
 
 from pyspark.sql.datasource import DataSourceReader, DataSourceStreamReader, InputPartition
 from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadLimit, ReadMaxRows, SupportsTriggerAvailableNow
@@ -21,6 +21,9 @@ from pyspark.sql.types import (
 
 from odradek.spark.client import Metadata, read_range, report_data_loss
 from odradek.spark.options import ReadOptions, TopicPartitionKey
+
+if TYPE_CHECKING:
+    from odradek.spark.avro import AvroPlan
 
 Offsets = dict[TopicPartitionKey, int]
 
@@ -109,6 +112,8 @@ class _MetadataMixin:
     """Lazily created driver-side client, dropped when the reader is pickled to executors."""
 
     opts: ReadOptions
+    schema: StructType
+    avro: AvroPlan | None
     _md: Metadata | None
 
     def __getstate__(self) -> dict[str, Any]:
@@ -133,11 +138,28 @@ class _MetadataMixin:
 
         return to_arrow_schema(schema, timezone="UTC")
 
+    def read_batches(self, partition: InputPartition) -> Iterator[Any]:
+        """Kafka's columns as read; with Avro columns, decoded from the binary ones afterwards (a decoding
+        failure then knows the record's topic, partition and offset from the batch)."""
+        assert isinstance(partition, KafkaInputPartition)
+        if self.avro is None:
+            yield from read_range(self.opts, partition.topic, partition.partition, partition.start, partition.end,
+                                  self.arrow_schema(self.schema))
+            return
+        from odradek.spark.avro import AvroDecoder
+
+        decoder = AvroDecoder(self.avro, self.arrow_schema(self.schema))
+        binary = self.arrow_schema(kafka_schema(self.opts.include_headers))
+        for batch in read_range(self.opts, partition.topic, partition.partition, partition.start, partition.end,
+                                binary):
+            yield decoder.decode_batch(batch)
+
 
 class KafkaBatchReader(_MetadataMixin, DataSourceReader):
-    def __init__(self, opts: ReadOptions, schema: StructType) -> None:
+    def __init__(self, opts: ReadOptions, schema: StructType, avro: AvroPlan | None = None) -> None:
         self.opts = opts
         self.schema = schema
+        self.avro = avro
         self._md = None
 
     def partitions(self) -> Sequence[InputPartition]:
@@ -160,18 +182,17 @@ class KafkaBatchReader(_MetadataMixin, DataSourceReader):
         return plan_ranges(start, end, self.opts.min_partitions)
 
     def read(self, partition: InputPartition) -> Iterator[Any]:
-        assert isinstance(partition, KafkaInputPartition)
-        yield from read_range(self.opts, partition.topic, partition.partition, partition.start, partition.end,
-                              self.arrow_schema(self.schema))
+        yield from self.read_batches(partition)
 
 
 class KafkaStreamReader(_MetadataMixin, DataSourceStreamReader, SupportsTriggerAvailableNow):
     """Micro-batch reader. Offsets are `{topic: {partition: offset}}`; partitions that appear later (new
     topics matching `subscribePattern`, added partitions) are read from their earliest offset."""
 
-    def __init__(self, opts: ReadOptions, schema: StructType) -> None:
+    def __init__(self, opts: ReadOptions, schema: StructType, avro: AvroPlan | None = None) -> None:
         self.opts = opts
         self.schema = schema
+        self.avro = avro
         self._md = None
         self._target: Offsets | None = None  # Trigger.AvailableNow: never read past these
 
@@ -224,9 +245,7 @@ class KafkaStreamReader(_MetadataMixin, DataSourceStreamReader, SupportsTriggerA
         return plan_ranges(s, e, self.opts.min_partitions)
 
     def read(self, partition: InputPartition) -> Iterator[Any]:
-        assert isinstance(partition, KafkaInputPartition)
-        yield from read_range(self.opts, partition.topic, partition.partition, partition.start, partition.end,
-                              self.arrow_schema(self.schema))
+        yield from self.read_batches(partition)
 
     def commit(self, end: dict) -> None:
         # Progress lives in Spark's checkpoint (offset log); nothing is committed to Kafka.

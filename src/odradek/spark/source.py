@@ -3,6 +3,8 @@ confluent-kafka, against any Kafka-compatible broker."""
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from pyspark.sql.datasource import (
     DataSource,
     DataSourceReader,
@@ -12,7 +14,16 @@ from pyspark.sql.datasource import (
 )
 from pyspark.sql.types import StructType
 
-from odradek.spark.options import parse_read_options, parse_write_options
+from odradek.spark.options import (
+    parse_avro_options,
+    parse_read_options,
+    parse_subscription,
+    parse_write_options,
+    wants_avro,
+)
+
+if TYPE_CHECKING:
+    from odradek.spark.avro import AvroPlan
 
 
 class OdradekDataSource(DataSource):
@@ -28,20 +39,36 @@ class OdradekDataSource(DataSource):
                 return str(value).strip().lower() == "true"
         return False
 
+    def _avro_plan(self) -> AvroPlan | None:
+        """The registry's schemas for valueFormat/keyFormat avro, fetched once: Spark pickles this instance
+        after schema() and plans the read from the copy, so the reader decodes to the schema load() gave."""
+        if not hasattr(self, "_avro"):
+            plan = None
+            if wants_avro(self.options):
+                from odradek.spark.avro import plan_avro
+
+                opts = parse_avro_options(self.options, parse_subscription(self.options))
+                assert opts is not None
+                plan = plan_avro(opts)
+            self._avro = plan
+        return self._avro
+
     def schema(self) -> StructType:
         from odradek.spark.reader import kafka_schema
 
-        return kafka_schema(self._include_headers())
+        plan = self._avro_plan()
+        base = kafka_schema(self._include_headers())
+        return base if plan is None else plan.apply(base)
 
     def reader(self, schema: StructType) -> DataSourceReader:
         from odradek.spark.reader import KafkaBatchReader
 
-        return KafkaBatchReader(parse_read_options(self.options, streaming=False), self.schema())
+        return KafkaBatchReader(parse_read_options(self.options, streaming=False), self.schema(), self._avro_plan())
 
     def streamReader(self, schema: StructType) -> DataSourceStreamReader:
         from odradek.spark.reader import KafkaStreamReader
 
-        return KafkaStreamReader(parse_read_options(self.options, streaming=True), self.schema())
+        return KafkaStreamReader(parse_read_options(self.options, streaming=True), self.schema(), self._avro_plan())
 
     def writer(self, schema: StructType, overwrite: bool) -> DataSourceWriter:
         from odradek.spark.writer import KafkaBatchWriter, validate_input_schema
