@@ -5,7 +5,7 @@ PY := $(VENV)/bin/python
 VENV_STAMP := $(VENV)/.odradek-installed
 SYSTEM_STAMP := $(VENV)/.odradek-system-deps
 
-.PHONY: install venv bytecode system-deps reference spark-kafka run cluster test compat unit bench bench-spark pipeline clean
+.PHONY: install venv bytecode system-deps reference spark-kafka run cluster test compat unit bench bench-spark pipeline pipeline-cluster clean
 
 install: venv system-deps
 
@@ -74,6 +74,13 @@ bench-spark: venv bytecode spark-kafka
 BOOTSTRAP ?= 127.0.0.1:9092
 pipeline: venv bytecode
 	$(VENV)/bin/odradek pipeline clickstream --bootstrap $(BOOTSTRAP)
+
+# The same on a Spark standalone cluster of 2 one-core workers started on loopback (tools/pipeline_cluster.py):
+# against BOOTSTRAP when given (`make pipeline-cluster BOOTSTRAP=host:port`), else against a broker started
+# here; prints the Spark master UI's URL; data and logs in ./data/pipeline-cluster; Ctrl-C stops it all.
+# More pipeline options through PIPELINE_ARGS, e.g. PIPELINE_ARGS="--rate 200 --trigger-seconds 5".
+pipeline-cluster: venv bytecode
+	$(PY) tools/pipeline_cluster.py $(if $(filter command line environment,$(origin BOOTSTRAP)),--bootstrap $(BOOTSTRAP)) $(PIPELINE_ARGS)
 
 clean:
 	rm -rf $(VENV) data build *.egg-info src/*.egg-info

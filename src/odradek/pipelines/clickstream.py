@@ -17,6 +17,13 @@
 
 `--available-now` processes what is in the topic and stops (for batch-like runs and tests); otherwise the
 queries run with a processing-time trigger until Ctrl-C or `--duration`.
+
+On a cluster: `--master spark://HOST:PORT` runs the tasks on that Spark standalone cluster (executors of
+512m and 1 core, so they fit small workers, unless `--conf spark.executor.memory=...` says otherwise), and
+`--standalone-workers N` starts such a cluster of N one-core workers on loopback first (odradek.spark.
+standalone), printing its master UI, and stops it at the end. Executors write the Parquet files and the
+driver the checkpoints, so `--output` and `--checkpoint` are made absolute: on several machines they must
+name a filesystem every one of them sees (HDFS, S3, NFS).
 """
 
 from __future__ import annotations
@@ -149,6 +156,12 @@ def kafka_connector_conf() -> dict[str, str]:
     return kafka_package.spark_conf(status)
 
 
+# Executor sizes on a spark:// master unless --conf gives others: the pipeline's state is a few hundred rows,
+# and Spark's defaults (1g, every core of a worker) would not leave room on the small workers of a laptop
+# or of `--standalone-workers`.
+CLUSTER_DEFAULTS = {"spark.executor.memory": "512m", "spark.executor.cores": "1"}
+
+
 def spark_session(master: str = "local[*]", app_name: str = "odradek-clickstream", extra: dict[str, str] | None = None,
                   connector: str = "odradek") -> Any:
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
@@ -159,6 +172,8 @@ def spark_session(master: str = "local[*]", app_name: str = "odradek-clickstream
 
     builder = SparkSession.builder.master(master).appName(app_name)
     builder = builder.config("spark.sql.shuffle.partitions", "4").config("spark.sql.session.timeZone", "UTC")
+    if master.startswith("spark://"):
+        builder = builder.config(map=CLUSTER_DEFAULTS)
     if connector == "kafka":
         builder = builder.config(map=kafka_connector_conf())
     for key, value in (extra or {}).items():
@@ -262,6 +277,13 @@ def build_parser() -> argparse.ArgumentParser:
                    help="Kafka sink delivery: transactions (true), at least once (false), or probe (auto); "
                         "--connector odradek only")
     p.add_argument("--duration", type=float, default=None, help="stop after this many seconds")
+    p.add_argument("--conf", action="append", default=[], metavar="KEY=VALUE",
+                   help="a Spark setting for the session (repeatable), e.g. spark.executor.memory=1g")
+    p.add_argument("--standalone-workers", type=int, default=None, metavar="N",
+                   help="start a Spark standalone cluster of N one-core workers on loopback and run on it "
+                        "(instead of --master); it stops with the pipeline")
+    p.add_argument("--standalone-dir", default="clickstream-output/spark-standalone",
+                   help="logs and work directories of --standalone-workers (default %(default)s)")
     p.add_argument("--log-level", default="INFO")
     return p
 
@@ -271,6 +293,21 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.connector == "kafka" and args.exactly_once == "true":
         parser.error("--exactly-once true needs --connector odradek: Spark's own Kafka sink writes at least once")
+    conf = {}
+    for item in args.conf:
+        key, sep, value = item.partition("=")
+        if not sep or not key.strip():
+            parser.error(f"--conf takes KEY=VALUE, not {item!r}")
+        conf[key.strip()] = value
+    if args.standalone_workers is not None:
+        if args.master != parser.get_default("master"):
+            parser.error("--standalone-workers starts its own cluster: leave out --master")
+        if args.standalone_workers < 1:
+            parser.error("--standalone-workers needs at least 1")
+    # Executors resolve a relative path against their own working directory (a worker's work dir), the
+    # driver against its own: only an absolute path names the same place for both.
+    args.output = os.path.abspath(args.output)
+    args.checkpoint = os.path.abspath(args.checkpoint)
     logging.basicConfig(level=args.log_level.upper(), stream=sys.stderr,
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     if args.connector == "kafka":
@@ -281,6 +318,12 @@ def main(argv: list[str] | None = None) -> int:
             return 2
     ensure_topics(args.bootstrap)
     stop = threading.Event()
+
+    def on_signal(_sig: int, _frame: Any) -> None:
+        stop.set()
+
+    # SIGTERM ends the run as Ctrl-C does (queries stopped, a cluster of --standalone-workers too)
+    signal.signal(signal.SIGTERM, on_signal)
     generator: threading.Thread | None = None
     if args.events:
         now = int(time.time() * 1000)
@@ -294,29 +337,60 @@ def main(argv: list[str] | None = None) -> int:
         generator.start()
         log.info("generating %.0f page views/s to %s", args.rate, INPUT_TOPIC)
 
+    cluster = None
+    if args.standalone_workers is not None:
+        from odradek.spark.standalone import StandaloneCluster, StandaloneClusterError
+
+        cluster = StandaloneCluster(Path(args.standalone_dir), workers=args.standalone_workers)
+        try:
+            cluster.start()  # stops what it started if it fails or is interrupted
+        except StandaloneClusterError as exc:
+            log.error("%s", exc)
+            stop.set()
+            return 2
+        except KeyboardInterrupt:
+            stop.set()
+            return 130
+        # the driver binds where the cluster does, so executors on loopback can reach it
+        os.environ.setdefault("SPARK_LOCAL_IP", cluster.host)
+        args.master = cluster.master_url
+        conf = {**cluster.app_conf(), **conf}
+        print(f"Spark master UI: {cluster.ui_url}  (master {cluster.master_url}, {args.standalone_workers} "
+              f"worker(s), logs in {cluster.base_dir / 'logs'})", flush=True)
     try:
-        spark = spark_session(args.master, connector=args.connector)
+        return _run(args, conf, stop)
+    except KeyboardInterrupt:  # before the queries ran (Ctrl-C while Spark started)
+        return 130
+    finally:
+        stop.set()
+        if cluster is not None:
+            cluster.stop()
+
+
+def _run(args: argparse.Namespace, conf: dict[str, str], stop: threading.Event) -> int:
+    """The streaming queries on a session of `args.master`, until they end, Ctrl-C, SIGTERM or --duration."""
+    try:
+        spark = spark_session(args.master, connector=args.connector, extra=conf)
     except RuntimeError as exc:
         log.error("%s", exc)
         return 2
     spark.sparkContext.setLogLevel("WARN")
+    if spark.sparkContext.uiWebUrl:
+        log.info("Spark application UI: %s", spark.sparkContext.uiWebUrl)
     counts = page_counts(spark, args.bootstrap, watermark=args.watermark,
                          max_offsets_per_trigger=args.max_offsets_per_trigger, connector=args.connector)
     trigger = {"availableNow": True} if args.available_now else {"processingTime": f"{args.trigger_seconds} seconds"}
     queries = start_sinks(counts, args.bootstrap, args.output, args.checkpoint,
                           exactly_once=args.exactly_once, trigger=trigger, connector=args.connector)
     log.info("clickstream running: %s -> %s and %s (Ctrl-C to stop)", INPUT_TOPIC, OUTPUT_TOPIC, args.output)
-
-    def on_signal(_sig: int, _frame: Any) -> None:
-        stop.set()
-
-    signal.signal(signal.SIGTERM, on_signal)
     deadline = time.monotonic() + args.duration if args.duration else None
     failed = False
     try:
         while not stop.is_set() and any(q.isActive for q in queries):
             if deadline is not None and time.monotonic() >= deadline:
                 break
+            if any(not q.isActive and q.exception() is not None for q in queries):
+                break  # one sink failed: the other would go on alone and the two would drift apart
             time.sleep(0.5)
     except KeyboardInterrupt:
         pass

@@ -17,6 +17,9 @@ from odradek.spark.options import EARLIEST, LATEST, OffsetSpec, ReadOptions, Top
 log = logging.getLogger("odradek.spark")
 
 METADATA_TIMEOUT_S = 30.0
+# One offset lookup's wait before it is asked again: a request sent to a leader that just died waits for
+# that broker until its timeout, while the partition has a new leader after a few seconds.
+LOOKUP_ATTEMPT_S = 5.0
 
 
 class DataLossError(RuntimeError):
@@ -35,6 +38,45 @@ def report_data_loss(fail: bool, message: str) -> None:
     if fail:
         raise DataLossError(f"{message}. {DATA_LOSS_HINT}")
     log.warning("%s. Skipping the missing data because failOnDataLoss is false.", message)
+
+
+def _transient(exc: BaseException) -> bool:
+    """An offset lookup's failure that a leader change or a broker restart explains: worth asking again."""
+    from confluent_kafka import KafkaError
+
+    err = exc.args[0] if exc.args else None
+    return isinstance(err, KafkaError) and err.code() in (
+        KafkaError._TRANSPORT, KafkaError._ALL_BROKERS_DOWN, KafkaError._TIMED_OUT, KafkaError._RESOLVE,
+        KafkaError._DESTROY_BROKER,  # the dead leader's handle, dropped once the metadata no longer lists it
+        KafkaError.LEADER_NOT_AVAILABLE, KafkaError.NOT_LEADER_FOR_PARTITION, KafkaError.REQUEST_TIMED_OUT,
+        KafkaError.BROKER_NOT_AVAILABLE, KafkaError.FENCED_LEADER_EPOCH, KafkaError.UNKNOWN_LEADER_EPOCH,
+        KafkaError.OFFSET_NOT_AVAILABLE, KafkaError.NOT_ENOUGH_REPLICAS)
+
+
+def watermark_offsets(consumer: Any, topic: str, partition: int,
+                      timeout_s: float = METADATA_TIMEOUT_S) -> tuple[int, int]:
+    """(earliest, latest) of one partition, asked again after transient failures until `timeout_s`.
+
+    While a partition's leader is being replaced, the lookup goes to the dead broker (librdkafka's cached
+    metadata) and fails or times out; asking again after a metadata refresh reaches the new leader. A
+    driver that gave up would fail the whole query, a task would count a failure towards Spark's limit.
+    """
+    from confluent_kafka import KafkaException, TopicPartition
+
+    deadline = time.monotonic() + timeout_s
+    while True:
+        attempt = max(0.5, min(LOOKUP_ATTEMPT_S, deadline - time.monotonic()))
+        try:
+            return consumer.get_watermark_offsets(TopicPartition(topic, partition), timeout=attempt, cached=False)
+        except KafkaException as exc:
+            if not _transient(exc) or time.monotonic() >= deadline:
+                raise
+            log.info("offsets of %s-%d: %s; asking again", topic, partition, exc.args[0])
+        try:
+            consumer.list_topics(topic, timeout=max(0.5, min(LOOKUP_ATTEMPT_S, deadline - time.monotonic())))
+        except KafkaException:
+            pass  # the next lookup says what is wrong
+        time.sleep(0.2)
 
 
 def consumer_config(client: dict[str, str], **overrides: Any) -> dict[str, Any]:
@@ -84,13 +126,9 @@ class Metadata:
 
     def watermarks(self, partitions: list[TopicPartitionKey]) -> dict[TopicPartitionKey, tuple[int, int]]:
         """{(topic, partition): (earliest, latest)} — latest is the LSO under read_committed."""
-        from confluent_kafka import TopicPartition
-
-        out = {}
-        for t, p in partitions:
-            low, high = self._consumer.get_watermark_offsets(TopicPartition(t, p), timeout=METADATA_TIMEOUT_S, cached=False)
-            out[(t, p)] = (low, high)
-        return out
+        deadline = time.monotonic() + METADATA_TIMEOUT_S  # for all of them: a failover moves many at once
+        return {(t, p): watermark_offsets(self._consumer, t, p, max(1.0, deadline - time.monotonic()))
+                for t, p in partitions}
 
     def offsets_for_times(self, wanted: dict[TopicPartitionKey, int]) -> dict[TopicPartitionKey, int]:
         """{tp: first offset whose timestamp >= ts}, -1 where there is none."""
@@ -179,8 +217,10 @@ def read_range(
         tp = TopicPartition(topic, partition)
         where = f"{topic}-{partition}"
         try:
-            low, high = consumer.get_watermark_offsets(tp, timeout=METADATA_TIMEOUT_S, cached=False)
+            low, high = watermark_offsets(consumer, topic, partition)
         except KafkaException as exc:
+            if _transient(exc):  # the broker is unreachable, not the data gone: the task fails and is retried
+                raise RuntimeError(f"cannot read the offsets of {where}: {exc.args[0]}") from exc
             report_data_loss(opts.fail_on_data_loss, f"cannot read {where} offsets [{start}, {end}): {exc.args[0]}")
             return
         if start < low:
