@@ -214,7 +214,6 @@ def read_range(
         return
     consumer = Consumer(consumer_config(opts.client, **{"enable.partition.eof": True}))
     try:
-        tp = TopicPartition(topic, partition)
         where = f"{topic}-{partition}"
         try:
             low, high = watermark_offsets(consumer, topic, partition)
