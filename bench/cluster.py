@@ -42,6 +42,8 @@ from concurrent.futures import ThreadPoolExecutor
 
 from confluent_kafka import Producer
 
+from odradek.cli import parse_setting  # as `odradek serve --set` reads it
+
 import brokers
 import compare
 from compare import LATENCY_RATE, SIZES, log, short
@@ -698,13 +700,10 @@ def main() -> int:
                         help=f"client processes per throughput row (default {compare.DEFAULT_CLIENTS})")
     parser.add_argument("--out-dir", default=os.path.join(brokers.BENCH, "results"),
                         help="where cluster.md and cluster.json go (default bench/results)")
-    parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+    parser.add_argument("--set", action="append", default=[], type=parse_setting, metavar="KEY=VALUE",
                         help="a broker property for the single node and every cluster broker (repeatable)")
     args = parser.parse_args()
-    for item in args.set:
-        key, sep, value = item.partition("=")
-        if not sep:
-            parser.error(f"--set: expected KEY=VALUE, got {item!r}")
+    for key, value in args.set:
         BOTH_SETTINGS[key] = CLUSTER_SETTINGS[key] = value
     cfg = compare.Config(args.quick, clients=args.clients)
     settings = Settings(args.quick, args.rounds, args.trials)

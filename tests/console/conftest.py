@@ -17,6 +17,7 @@ from typing import Iterator
 
 import pytest
 
+from odradek.tools.zookeeper import end_process
 from tests.conftest import free_port
 
 CHROMIUM = "/usr/bin/chromium"
@@ -57,13 +58,7 @@ class ConsoleProcess:
             return json.loads(res.read())
 
     def stop(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(15)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
+        end_process(self.proc, grace=15)
         self.log.close()
 
 

@@ -18,6 +18,7 @@ from typing import Any, Iterator
 
 import pytest
 
+from odradek.tools.zookeeper import end_process
 from tests.conftest import free_port
 from tests.interop.helpers import consumer_config, flush_fully, producer_config, wait_until
 
@@ -67,13 +68,7 @@ class RegistryProcess:
         if self.proc is None:
             return
         proc, self.proc = self.proc, None
-        if proc.poll() is None:
-            proc.terminate()
-            try:
-                proc.wait(15)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
+        end_process(proc, grace=15)
 
     def restart(self) -> "RegistryProcess":
         self.stop()

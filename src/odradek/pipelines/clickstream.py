@@ -40,6 +40,8 @@ import time
 from pathlib import Path
 from typing import Any, Iterable
 
+from odradek.tools.common import key_value
+
 log = logging.getLogger("odradek.pipelines.clickstream")
 
 INPUT_TOPIC = "pageviews"
@@ -277,7 +279,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="Kafka sink delivery: transactions (true), at least once (false), or probe (auto); "
                         "--connector odradek only")
     p.add_argument("--duration", type=float, default=None, help="stop after this many seconds")
-    p.add_argument("--conf", action="append", default=[], metavar="KEY=VALUE",
+    p.add_argument("--conf", action="append", default=[], type=key_value, metavar="KEY=VALUE",
                    help="a Spark setting for the session (repeatable), e.g. spark.executor.memory=1g")
     p.add_argument("--standalone-workers", type=int, default=None, metavar="N",
                    help="start a Spark standalone cluster of N one-core workers on loopback and run on it "
@@ -293,12 +295,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.connector == "kafka" and args.exactly_once == "true":
         parser.error("--exactly-once true needs --connector odradek: Spark's own Kafka sink writes at least once")
-    conf = {}
-    for item in args.conf:
-        key, sep, value = item.partition("=")
-        if not sep or not key.strip():
-            parser.error(f"--conf takes KEY=VALUE, not {item!r}")
-        conf[key.strip()] = value
+    conf = dict(args.conf)
     if args.standalone_workers is not None:
         if args.master != parser.get_default("master"):
             parser.error("--standalone-workers starts its own cluster: leave out --master")

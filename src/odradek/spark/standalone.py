@@ -47,7 +47,6 @@ import json
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -57,6 +56,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from types import TracebackType
 from typing import Any, Mapping
+
+from odradek.tools.zookeeper import pick_free_port  # may be taken again before use: see PORT_RETRIES
 
 MASTER_CLASS = "org.apache.spark.deploy.master.Master"
 WORKER_CLASS = "org.apache.spark.deploy.worker.Worker"
@@ -100,13 +101,6 @@ def standalone_unavailable() -> str | None:
     if not (java and java.is_file()) and not shutil.which("java"):
         return "java not found (Spark needs a JDK 17+; set JAVA_HOME or put java on PATH)"
     return None
-
-
-def pick_free_port(host: str) -> int:
-    """A port nothing listens on right now; it may be taken again before it is used (see PORT_RETRIES)."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind((host, 0))
-        return s.getsockname()[1]
 
 
 def _prctl() -> Any:
