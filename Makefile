@@ -5,7 +5,7 @@ PY := $(VENV)/bin/python
 VENV_STAMP := $(VENV)/.odradek-installed
 SYSTEM_STAMP := $(VENV)/.odradek-system-deps
 
-.PHONY: install venv bytecode system-deps reference spark-kafka run cluster test compat unit bench bench-spark pipeline pipeline-cluster clean
+.PHONY: install venv bytecode system-deps reference spark-packages run cluster test compat unit bench bench-spark pipeline pipeline-cluster clean
 
 install: venv system-deps
 
@@ -14,7 +14,7 @@ venv: $(VENV_STAMP)
 $(VENV_STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) -m pip install --quiet -e '.[test,java,spark]'
+	$(PY) -m pip install --quiet -e '.[test,java,spark,delta]'
 	touch $@
 
 # The editable install runs odradek from src/. Where PYTHONDONTWRITEBYTECODE is set, nothing would cache
@@ -38,11 +38,11 @@ export ODRADEK_REFERENCE_DIR
 reference:
 	bash reference/install.sh
 
-# Spark's own Kafka connector (spark-sql-kafka-0-10 for the installed pyspark) from Maven Central into a cache
-# outside the repository (odradek.spark.kafka_package; instant once there). A failed resolution warns and lets
-# `make test` go on: the tests of format("kafka") then skip with the reason.
-spark-kafka: venv system-deps
-	$(PY) -m odradek.spark.kafka_package >/dev/null
+# Spark's own Kafka connector (spark-sql-kafka-0-10) and Delta Lake (delta-spark) for the installed pyspark, from
+# Maven Central into a cache outside the repository (odradek.spark.packages; instant once there). A failed
+# resolution warns and lets `make test` go on: the tests that need the package then skip with the reason.
+spark-packages: venv system-deps
+	$(PY) -m odradek.spark.packages >/dev/null
 
 run: venv bytecode
 	$(VENV)/bin/odradek serve --listen 127.0.0.1:9092 --data-dir ./data
@@ -52,7 +52,7 @@ cluster: venv bytecode system-deps
 	$(VENV)/bin/odradek cluster run --brokers 3 --base-port 9092 --data-dir ./data/cluster
 
 # The JUnit report feeds docs/compatibility.md: `make compat` after a test run.
-test: install reference spark-kafka bytecode
+test: install reference spark-packages bytecode
 	$(PY) -m pytest -q -n 2 --dist loadgroup --durations=30 --junitxml=build/junit.xml
 
 compat: venv
@@ -67,7 +67,7 @@ bench: venv bytecode reference
 	$(PY) bench/compare.py $(BENCH_ARGS)
 
 # format("odradek") vs Spark's own format("kafka") (and a plain consumer) on one topic: `BENCH_SPARK_ARGS=--help`.
-bench-spark: venv bytecode spark-kafka
+bench-spark: venv bytecode spark-packages
 	$(PY) bench/spark_read.py $(BENCH_SPARK_ARGS)
 
 # The clickstream PySpark pipeline against a running broker (`make run` in another shell).

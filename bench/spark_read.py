@@ -15,8 +15,8 @@ The topic is filled once with --records records of --size bytes; then
   by df.write.format(F) into a fresh topic of --partitions partitions per run, each connector with its
   default producer settings (batch writes are at least once in both); every run is checked by the topic's
   end offsets before it counts.
-Both connectors share one SparkSession (Spark's package from the cache of odradek.spark.kafka_package,
-`make spark-kafka`; without it the format("kafka") rows say why). Each connector runs once untimed first
+Both connectors share one SparkSession (Spark's package from the cache of odradek.spark.packages,
+`make spark-packages`; without it the format("kafka") rows say why). Each connector runs once untimed first
 (JVM JIT, Python workers); then --rounds rounds run each connector once, the order alternating round by
 round, and the table shows the median. Bounded: every phase has a timeout. Prints markdown tables of rows/s
 and MB/s (value bytes, 1 MB = 10^6 B).
@@ -203,14 +203,15 @@ def main() -> int:
         import pyspark
         from pyspark.sql import SparkSession
 
-        from odradek.spark import kafka_package, register
+        from odradek.spark import register
+        from odradek.spark.packages import KAFKA
 
-        package = kafka_package.resolve(quiet=True)
+        package = KAFKA.resolve(quiet=True)
         master = args.master or f"local[{os.cpu_count() or 2}]"
         spark = (SparkSession.builder.master(master).config("spark.ui.enabled", "false")
                  .config("spark.ui.showConsoleProgress", "false")
                  .config("spark.driver.host", "127.0.0.1").config("spark.driver.bindAddress", "127.0.0.1")
-                 .config(map=kafka_package.spark_conf(package))
+                 .config(map=KAFKA.spark_conf(package))
                  .getOrCreate())
         spark.sparkContext.setLogLevel("ERROR")
         register(spark)

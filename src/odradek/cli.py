@@ -63,6 +63,9 @@ def build_parser() -> argparse.ArgumentParser:
     from odradek import registry
 
     registry.add_parser(sub)
+    from odradek import tables
+
+    tables.add_parser(sub)
     # No -h of its own: `odradek pipeline NAME --help` is the pipeline's help; `odradek pipeline [--help]`
     # lists the pipelines (main below).
     pipeline = sub.add_parser("pipeline", help="run a shipped PySpark pipeline (needs the 'spark' extra)",
@@ -175,6 +178,10 @@ def main(argv: list[str] | None = None) -> int:
         from odradek import registry
 
         return registry.run(args)
+    if args.command == "tables":
+        from odradek import tables
+
+        return tables.run(args)
     if args.command == "pipeline":
         from odradek.pipelines import PIPELINES, run_pipeline
 

@@ -11,7 +11,7 @@ Run alone with `pytest tests/packaging` (or leave it out with `-m 'not packaging
   the wheel with no extras. Commands run from the venv's `bin/` with PYTHONPATH unset, from a directory
   outside the checkout, so nothing of the test venv or of `src/` can stand in for a missing file or
   dependency;
-* a second fresh venv gets `pip install '<wheel>[spark]'`. That costs pyspark (a ~450 MB sdist; pip builds
+* a second fresh venv gets `pip install '<wheel>[spark,delta]'`. That costs pyspark (a ~450 MB sdist; pip builds
   it into a wheel once and caches it). Measured on the 2-core dev machine: 33-65 s with pip's cache warm
   (as in CI, where `make install` has already installed the extra) and 80 s with `--no-cache-dir`, so
   within the ~2 minute budget. The connector is therefore tested for real (a Spark batch read that finds
@@ -58,7 +58,8 @@ READY_MARKER = "odradek: accepting connections on "
 START_TIMEOUT_S = 30.0
 SPARK_EXTRA_HINT = "odradek[spark]"
 # the modules that may use the `spark` extra on top of the core dependencies
-SPARK_MODULE_PREFIXES = ("odradek/spark/", "odradek/pipelines/", "pyspark_odradek/")
+SPARK_MODULE_PREFIXES = ("odradek/spark/", "odradek/pipelines/", "odradek/tables/", "pyspark_odradek/")
+DELTA_EXTRA_HINT = "odradek[delta]"
 # what build and install leave in a checkout, and what only a developer's checkout has
 SNAPSHOT_IGNORE = (".git", ".venv", "build", "dist", "data", "*.egg-info", "__pycache__", ".pytest_cache",
                    ".peers", "results", "clickstream-output")
@@ -259,9 +260,10 @@ def produce_one(bootstrap: str, topic: str, key: bytes, value: bytes) -> None:
     assert msg.offset() == 0
 
 
-def spark_extra_requirements(requires: list[Requirement]) -> set[str]:
-    return {canonicalize_name(r.name) for r in requires
-            if r.marker is not None and "extra" in str(r.marker) and r.marker.evaluate({"extra": "spark"})}
+def extra_requirements(requires: list[Requirement], *extras: str) -> set[str]:
+    """What the extras add (an extra that names another, as delta names odradek[spark], adds only its own)."""
+    return {canonicalize_name(r.name) for r in requires if r.marker is not None and "extra" in str(r.marker)
+            and any(r.marker.evaluate({"extra": extra}) for extra in extras)}
 
 
 def core_requirements(requires: list[Requirement]) -> set[str]:
@@ -345,8 +347,8 @@ def plain_venv(built: Built, tmp_path_factory: pytest.TempPathFactory, timings: 
 
 @pytest.fixture(scope="session")
 def spark_venv(built: Built, tmp_path_factory: pytest.TempPathFactory, timings: dict[str, float]) -> Iterator[Venv]:
-    venv = make_venv(tmp_path_factory.mktemp("spark") / "venv", f"{built.wheel}[spark]", timings,
-                     "python -m venv + pip install '<wheel>[spark]'")
+    venv = make_venv(tmp_path_factory.mktemp("spark") / "venv", f"{built.wheel}[spark,delta]", timings,
+                     "python -m venv + pip install '<wheel>[spark,delta]'")
     yield venv
     shutil.rmtree(venv.root, ignore_errors=True)
 
@@ -393,14 +395,16 @@ def test_wheel_metadata_declares_the_extras(wheel_requires: list[Requirement]) -
     core = core_requirements(wheel_requires)
     assert {"crc32c", "cramjam", "uvloop", "confluent-kafka"} <= core, core
     # what `pip install 'odradek[spark]'` adds for the connector and the pipelines
-    assert {"pyspark", "pyarrow", "pandas"} <= spark_extra_requirements(wheel_requires)
+    assert {"pyspark", "pyarrow", "pandas"} <= extra_requirements(wheel_requires, "spark")
+    # and what `pip install 'odradek[delta]'` adds for odradek tables
+    assert "delta-spark" in extra_requirements(wheel_requires, "delta")
     assert not core & {"pytest", "build", "pyspark"}, core
 
 
 def test_every_third_party_import_is_declared(built: Built, wheel_names: list[str],
                                               wheel_requires: list[Requirement]) -> None:
     core = core_requirements(wheel_requires)
-    with_spark = core | spark_extra_requirements(wheel_requires)
+    with_spark = core | extra_requirements(wheel_requires, "spark", "delta")
     providers = importlib.metadata.packages_distributions()
     own = {"odradek", "pyspark_odradek"}
     undeclared = []
@@ -617,8 +621,16 @@ def test_pipeline_run_without_spark_extra(plain_venv: Venv, broker_from, tmp_pat
         f"expected a non-zero exit and a message asking for {SPARK_EXTRA_HINT!r}; exit code {proc.returncode}:\n{out}"
 
 
+def test_tables_sync_without_delta_extra(plain_venv: Venv, tmp_path: Path) -> None:
+    proc = plain_venv.run(plain_venv.odradek, "tables", "sync", "--topic", "t", "--path", tmp_path / "t")
+    out = proc.stdout + proc.stderr
+    assert_no_crash(out, "odradek tables sync (no delta extra)")
+    assert proc.returncode != 0 and DELTA_EXTRA_HINT in out, \
+        f"expected a non-zero exit and a message asking for {DELTA_EXTRA_HINT!r}; exit code {proc.returncode}:\n{out}"
+
+
 # ---------------------------------------------------------------------------------------------------
-# The spark extra: `pip install 'odradek[spark]'`
+# The spark and delta extras: `pip install 'odradek[spark,delta]'`
 # ---------------------------------------------------------------------------------------------------
 
 SPARK_READ = """
@@ -653,6 +665,8 @@ def test_spark_extra_install(spark_venv: Venv) -> None:
     assert proc.returncode == 0 and proc.stdout.strip() == "odradek", proc.stdout + proc.stderr
     out = spark_venv.cli("pipeline", "clickstream", "--help")
     assert "usage:" in out and "--bootstrap" in out, out
+    out = spark_venv.cli("tables", "sync", "--help")
+    assert "usage:" in out and "--topics-pattern" in out, out
 
 
 @pytest.mark.timeout(900)
@@ -675,4 +689,33 @@ def test_spark_extra_connector_reads_a_topic(spark_venv: Venv, broker_from, tmp_
     assert proc.returncode == 0, f"spark read exited with {proc.returncode}:\n{out[-6000:]}"
     [line] = [line for line in proc.stdout.splitlines() if line.startswith("ROWS ")]
     assert json.loads(line[5:]) == [["k1", "read by spark", topic, 0, 0]], out[-6000:]
+    assert broker.stop() == 0, broker.output()
+
+
+@pytest.mark.timeout(900)
+def test_delta_extra_tables_sync(spark_venv: Venv, broker_from, tmp_path: Path, timings: dict[str, float]) -> None:
+    """`odradek tables sync` from the installed wheel: Delta's jars (from the cache `make spark-packages`
+    fills, or Maven Central) on the job's classpath, the topic's record in the table's first commit."""
+    if shutil.which("java", path=spark_venv.env["PATH"]) is None and not os.environ.get("JAVA_HOME"):
+        if os.environ.get("CI"):
+            pytest.fail("Spark needs a JDK (tools/install-system-deps.sh installs one)")
+        pytest.skip("no java: Spark cannot start")
+    broker = broker_from(spark_venv)
+    topic = "wheel-delta"
+    produce_one(broker.bootstrap, topic, b"k1", b"kept as a row")
+    table = tmp_path / "table"
+    started = time.monotonic()
+    proc = spark_venv.run(spark_venv.odradek, "tables", "sync", "--bootstrap", broker.bootstrap, "--topic", topic,
+                          "--path", table, "--available-now", "--master", "local[1]",
+                          "--conf", "spark.ui.enabled=false", "--conf", "spark.driver.host=127.0.0.1",
+                          "--conf", "spark.driver.bindAddress=127.0.0.1", timeout=400)
+    timings["odradek tables sync --available-now (one record)"] = time.monotonic() - started
+    out = proc.stdout + proc.stderr
+    assert_no_crash(out, "odradek tables sync")
+    assert proc.returncode == 0, f"odradek tables sync exited with {proc.returncode}:\n{out[-6000:]}"
+    actions = [json.loads(line) for commit in sorted((table / "_delta_log").glob("*.json"))
+               for line in commit.read_text().splitlines() if line.strip()]
+    written = [a["commitInfo"]["operationMetrics"]["numOutputRows"] for a in actions
+               if "commitInfo" in a and a["commitInfo"].get("operation") == "STREAMING UPDATE"]
+    assert [int(n) for n in written] == [1], actions
     assert broker.stop() == 0, broker.output()

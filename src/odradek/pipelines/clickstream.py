@@ -51,7 +51,7 @@ WEIGHTS = [20, 15, 12, 10, 8, 5, 9, 3]
 EVENT_SCHEMA = "page STRING, user STRING, ts LONG"
 WINDOW_MS = 60_000
 # The source and sink format of the Kafka side: odradek's PySpark data source, or Spark's own Kafka connector
-# (the spark-sql-kafka-0-10 package: spark_session() puts the copy `make spark-kafka` cached on the classpath,
+# (the spark-sql-kafka-0-10 package: spark_session() puts the copy `make spark-packages` cached on the classpath,
 # resolving it first if need be). Both take the same options; only odradek's sink writes exactly once.
 CONNECTORS = ("odradek", "kafka")
 
@@ -147,42 +147,22 @@ def expected_counts(events: Iterable[dict[str, Any]], watermark_ms: int) -> dict
 def kafka_connector_conf() -> dict[str, str]:
     """Session settings for Spark's own Kafka connector: its cached jars (resolved now if not yet); raises
     RuntimeError with the reason where it cannot be had."""
-    from odradek.spark import kafka_package
+    from odradek.spark.packages import KAFKA
 
-    status = kafka_package.resolve(quiet=True)
+    status = KAFKA.resolve(quiet=True)
     if not status.installed:
         raise RuntimeError(f"--connector kafka needs Spark's Kafka connector: {status.reason}; "
-                           f"`make spark-kafka` retries, or start Spark with spark.jars.packages={kafka_package.coordinate()}")
+                           f"`make spark-packages` retries, or start Spark with spark.jars.packages={KAFKA.coordinate()}")
     if status.note:
         log.warning("%s", status.note)
-    return kafka_package.spark_conf(status)
-
-
-# Executor sizes on a spark:// master unless --conf gives others: the pipeline's state is a few hundred rows,
-# and Spark's defaults (1g, every core of a worker) would not leave room on the small workers of a laptop
-# or of `--standalone-workers`.
-CLUSTER_DEFAULTS = {"spark.executor.memory": "512m", "spark.executor.cores": "1"}
+    return KAFKA.spark_conf(status)
 
 
 def spark_session(master: str = "local[*]", app_name: str = "odradek-clickstream", extra: dict[str, str] | None = None,
                   connector: str = "odradek") -> Any:
-    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-    os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
-    from pyspark.sql import SparkSession
+    from odradek.spark.session import spark_session as session
 
-    from odradek.spark import register
-
-    builder = SparkSession.builder.master(master).appName(app_name)
-    builder = builder.config("spark.sql.shuffle.partitions", "4").config("spark.sql.session.timeZone", "UTC")
-    if master.startswith("spark://"):
-        builder = builder.config(map=CLUSTER_DEFAULTS)
-    if connector == "kafka":
-        builder = builder.config(map=kafka_connector_conf())
-    for key, value in (extra or {}).items():
-        builder = builder.config(key, value)
-    spark = builder.getOrCreate()
-    register(spark)
-    return spark
+    return session(master, app_name, {**(kafka_connector_conf() if connector == "kafka" else {}), **(extra or {})})
 
 
 def page_counts(spark: Any, bootstrap: str, topic: str = INPUT_TOPIC, watermark: str = "1 minute",

@@ -12,7 +12,22 @@ from __future__ import annotations
 
 from typing import Any
 
-__all__ = ["register", "OdradekDataSource"]
+__all__ = ["register", "OdradekDataSource", "extra_missing"]
+
+EXTRAS = {"spark": ("pyspark", "pyarrow", "pandas"), "delta": ("pyspark", "pyarrow", "pandas", "delta")}
+
+
+def extra_missing(what: str, extra: str) -> bool:
+    """Whether a module of the `extra` is missing; if so, says so on stderr for `what` (a command). Checked
+    before anything runs, as the jobs import PySpark only where they use it."""
+    import importlib.util
+    import sys
+
+    missing = [m for m in EXTRAS[extra] if importlib.util.find_spec(m) is None]
+    if missing:
+        print(f"odradek: {what} needs the '{extra}' extra (pip install 'odradek[{extra}]'); missing: "
+              f"{', '.join(missing)}", file=sys.stderr)
+    return bool(missing)
 
 
 def register(spark: Any) -> None:
