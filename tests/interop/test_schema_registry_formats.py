@@ -28,13 +28,14 @@ from confluent_kafka.schema_registry.protobuf import ProtobufDeserializer, Proto
 from confluent_kafka.serialization import MessageField, SerializationContext  # noqa: E402
 from google.protobuf import descriptor_pb2, descriptor_pool, message_factory  # noqa: E402
 
+from tests.interop import test_schema_registry as registry_tests  # noqa: E402
 from tests.interop.helpers import flush_fully, producer_config  # noqa: E402
-from tests.interop.test_schema_registry import (  # noqa: E402,F401 - fixtures
-    cluster,
-    consume_values,
-    error_of,
-    registry_factory,
-)
+
+# the registry fixtures and helpers of test_schema_registry.py (a real broker, `odradek registry` processes)
+cluster = registry_tests.cluster
+registry_factory = registry_tests.registry_factory
+consume_values = registry_tests.consume_values
+error_of = registry_tests.error_of
 
 USER_V1 = {"type": "object", "properties": {"name": {"type": "string"}, "age": {"type": "integer"}},
            "required": ["name"], "additionalProperties": False}

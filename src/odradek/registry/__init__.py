@@ -17,6 +17,7 @@ errors.py (Confluent's error codes).
 from __future__ import annotations
 
 import argparse
+import importlib
 import logging
 import sys
 from pathlib import Path
@@ -37,9 +38,10 @@ def add_parser(sub: Any) -> None:
 
 def run(args: argparse.Namespace) -> int:
     try:
-        import fastavro  # noqa: F401 - checked here for a clear message
-        import jsonschema  # noqa: F401
-        from google import protobuf  # noqa: F401
+        # the formats' parsers are imported only when a schema of theirs arrives: checked here for a clear
+        # message at start
+        for module in ("fastavro", "jsonschema", "google.protobuf"):
+            importlib.import_module(module)
 
         from odradek.registry.app import create_app
         from odradek.registry.store import Store
