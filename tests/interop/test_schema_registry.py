@@ -298,7 +298,7 @@ def test_mode_and_raw_errors(cluster) -> None:
     assert registry.http("GET", "/subjects/m-value/versions/9")[2]["error_code"] == 40402
     assert registry.http("GET", "/subjects/m-value/versions/zero")[2]["error_code"] == 42202
     assert registry.http("GET", "/schemas/ids/99")[2]["error_code"] == 40403
-    assert registry.http("GET", "/schemas/types")[2] == ["AVRO"]
+    assert registry.http("GET", "/schemas/types")[2] == ["JSON", "PROTOBUF", "AVRO"]
     assert registry.http("GET", "/schemas/ids/1/schema")[2] == json.loads(V1)
     assert registry.http("GET", "/subjects/m-value/versions/latest/schema")[2] == json.loads(V2)
     status, _, body = registry.http("POST", "/subjects/m-value", {"schema": NO_DEFAULT})
@@ -306,7 +306,7 @@ def test_mode_and_raw_errors(cluster) -> None:
     status, _, body = registry.http("POST", "/compatibility/subjects/m-value/versions/1?verbose=true",
                                     {"schema": NO_DEFAULT})
     assert status == 200 and body["is_compatible"] is False and body["messages"]
-    status, _, body = registry.http("POST", "/subjects/m-value/versions", {"schema": "{}", "schemaType": "PROTOBUF"})
+    status, _, body = registry.http("POST", "/subjects/m-value/versions", {"schema": "{}", "schemaType": "PROTOBUF"})  # not .proto text
     assert (status, body["error_code"]) == (422, 42201)
 
 

@@ -8,7 +8,7 @@ import json
 import pytest
 
 from odradek.registry import avro, compatibility, errors
-from odradek.registry.state import State
+from odradek.registry.state import State, schema_key, version_value
 
 
 def schema(obj: object) -> avro.AvroSchema:
@@ -261,3 +261,43 @@ def test_state_modes_and_configs() -> None:
     with pytest.raises(errors.RegistryError) as exc:
         s.plan_register("a", '"string"', "PROTOBUF")
     assert exc.value.code == 42201
+
+
+# -- references ---------------------------------------------------------------------------------------------
+
+
+def test_references_provide_named_types() -> None:
+    address = schema({"type": "record", "name": "Address", "namespace": "shop", "fields": [f("zip", "string")]})
+    user_text = json.dumps({"type": "record", "name": "User", "namespace": "shop",
+                            "fields": [f("name", "string"), f("home", "shop.Address")]})
+    with pytest.raises(avro.InvalidSchema):
+        avro.parse(user_text)                        # shop.Address is unknown without the reference
+    user = avro.parse(user_text, (("shop.Address", address),))
+    assert "shop.Address" in user.names
+    assert user.parsed["fields"][1]["type"] == "shop.Address"  # named, not copied in: identity stays small
+    # resolution follows the name into the referenced schema
+    zip_int = schema({"type": "record", "name": "Address", "namespace": "shop", "fields": [f("zip", "int")]})
+    other = avro.parse(user_text, (("shop.Address", zip_int),))
+    assert not reads(other, user)
+    assert reads(user, avro.parse(user_text, (("shop.Address", address),)))
+
+
+def test_state_resolves_avro_references() -> None:
+    from odradek.registry.formats import Reference
+
+    s = State()
+    address = json.dumps({"type": "record", "name": "Address", "fields": [f("zip", "string")]})
+    apply(s, s.plan_register("address", address, "AVRO")[0])
+    user = json.dumps({"type": "record", "name": "User", "fields": [f("home", "Address")]})
+    with pytest.raises(errors.RegistryError) as exc:
+        s.plan_register("user", user, "AVRO")
+    assert exc.value.code == 42201
+    recs, user_id = s.plan_register("user", user, "AVRO", references=(Reference("Address", "address", 1),))
+    apply(s, recs)
+    assert user_id == 2 and s.referenced_by("address", "latest") == [2]
+    # a fresh state replaying the same records resolves the reference again
+    replay = State()
+    for subject in ("address", "user"):
+        for v in s._versions(subject):
+            replay.apply(schema_key(subject, v.version), json.loads(json.dumps(version_value(v))))
+    assert replay.lookup("user", user, "AVRO", references=(Reference("Address", "address", 1),)).id == 2

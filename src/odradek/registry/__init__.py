@@ -1,4 +1,4 @@
-"""`odradek registry`: a Confluent-compatible schema registry (Avro) kept in the cluster's `_schemas` topic
+"""`odradek registry`: a Confluent-compatible schema registry (Avro, JSON Schema, Protobuf) kept in the cluster's `_schemas` topic
 (docs/schema-registry.md).
 
     odradek registry --bootstrap HOST:PORT [--listen 127.0.0.1:8081] [--command-config FILE]
@@ -8,7 +8,8 @@ It talks to the cluster only through confluent-kafka, so it works as well agains
 given to every client. It reads the whole `_schemas` topic before it listens, then prints
 `odradek registry: listening on http://HOST:PORT`.
 
-Modules: avro.py (parsing, identity, reader/writer resolution), compatibility.py (the levels), state.py
+Modules: formats.py (what each schema format offers, dispatch by schemaType), avro.py, jsonschema_format.py,
+protobuf_format.py (parsing, identity, reader/writer compatibility of each), compatibility.py (the levels), state.py
 (the state the log builds, and the checks of each change), store.py (the topic), app.py (the REST API),
 errors.py (Confluent's error codes).
 """
@@ -16,6 +17,7 @@ errors.py (Confluent's error codes).
 from __future__ import annotations
 
 import argparse
+import importlib
 import logging
 import sys
 from pathlib import Path
@@ -25,7 +27,7 @@ READY_MARKER = "odradek registry: listening on "
 
 
 def add_parser(sub: Any) -> None:
-    p = sub.add_parser("registry", help="a Confluent-compatible schema registry (Avro), stored in the cluster")
+    p = sub.add_parser("registry", help="a Confluent-compatible schema registry (Avro, JSON Schema, Protobuf), stored in the cluster")
     p.add_argument("--bootstrap", default="127.0.0.1:9092", metavar="HOST:PORT")
     p.add_argument("--listen", default="127.0.0.1:8081", metavar="HOST:PORT", help="where the REST API listens")
     p.add_argument("--command-config", type=Path, default=None, metavar="FILE",
@@ -36,13 +38,16 @@ def add_parser(sub: Any) -> None:
 
 def run(args: argparse.Namespace) -> int:
     try:
-        import fastavro  # noqa: F401 - checked here for a clear message
+        # the formats' parsers are imported only when a schema of theirs arrives: checked here for a clear
+        # message at start
+        for module in ("fastavro", "jsonschema", "google.protobuf"):
+            importlib.import_module(module)
 
         from odradek.registry.app import create_app
         from odradek.registry.store import Store
         from odradek.web import client_properties, listen_address, serve
     except ImportError as exc:
-        print(f"odradek registry: {exc} (pip install fastavro starlette uvicorn)", file=sys.stderr)
+        print(f"odradek registry: {exc} (pip install fastavro jsonschema protobuf grpcio-tools starlette uvicorn)", file=sys.stderr)
         return 2
     logging.basicConfig(level=args.log_level.upper(), stream=sys.stderr,
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")

@@ -1,15 +1,18 @@
 """The registry's REST API, the subset of Confluent Schema Registry's that serializers and tools use.
 
     GET    /subjects                                       ?deleted=true ?subjectPrefix=
-    POST   /subjects/{subject}/versions                    register: {"schema", "schemaType"} -> {"id"}
+    POST   /subjects/{subject}/versions                    register: {"schema", "schemaType", "references"}
+                                                           -> {"id"}
     GET    /subjects/{subject}/versions                    ?deleted=true
-    GET    /subjects/{subject}/versions/{version}          a number or "latest"; ?deleted=true
+    GET    /subjects/{subject}/versions/{version}          a number or "latest"; ?deleted=true ?format=serialized
     GET    /subjects/{subject}/versions/{version}/schema   the schema text alone
-    GET    /subjects/{subject}/versions/{version}/referencedby   [] (references are not supported yet)
+    GET    /subjects/{subject}/versions/{version}/referencedby   ids of the schemas that reference it
     POST   /subjects/{subject}                             lookup: is this schema registered under the subject?
     DELETE /subjects/{subject}                             soft; ?permanent=true after a soft delete
     DELETE /subjects/{subject}/versions/{version}          soft; ?permanent=true after a soft delete
     GET    /schemas/ids/{id}  /schemas/ids/{id}/schema  /schemas/ids/{id}/subjects  /schemas/ids/{id}/versions
+                                                           ?format=serialized: a Protobuf schema as a base64
+                                                           FileDescriptorProto
     GET    /schemas/types
     GET    /config   PUT /config                           {"compatibility": LEVEL}
     GET    /config/{subject}  PUT  DELETE                  GET ?defaultToGlobal=true
@@ -35,7 +38,8 @@ from starlette.responses import Response
 from starlette.routing import Route
 
 from odradek.registry import errors
-from odradek.registry.state import State
+from odradek.registry.formats import SCHEMA_TYPES, Reference
+from odradek.registry.state import State, Version, parse_references
 from odradek.registry.store import Store
 
 CONTENT_TYPE = "application/vnd.schemaregistry.v1+json"
@@ -63,10 +67,17 @@ async def _body(request: Request) -> dict:
     return body
 
 
-def _schema_of(body: dict) -> tuple[Any, str]:
-    if body.get("references"):
-        raise errors.invalid_schema("Schema references are not supported yet")
-    return body.get("schema"), body.get("schemaType") or "AVRO"
+def _schema_of(body: dict) -> tuple[Any, str, tuple[Reference, ...]]:
+    """The schema text, its type and its references of a request body."""
+    return body.get("schema"), body.get("schemaType") or "AVRO", parse_references(body.get("references"))
+
+
+def _schema_text(found: Version) -> Any:
+    """The answer of the .../schema endpoints: JSON schemas (Avro, JSON Schema) as JSON, .proto text as a
+    string."""
+    if found.schema_type == "PROTOBUF":
+        return found.schema
+    return json.loads(found.schema or "null")
 
 
 def _int_id(text: str) -> int:
@@ -124,11 +135,12 @@ def create_app(store: Store) -> Any:
     async def register(request: Request) -> Any:
         subject = request.path_params["subject"]
         body = await _body(request)
-        text, schema_type = _schema_of(body)
+        text, schema_type, refs = _schema_of(body)
         wanted_id = body.get("id") if isinstance(body.get("id"), int) and body.get("id", 0) > 0 else None
         wanted_version = (body.get("version") if isinstance(body.get("version"), int) and body.get("version", 0) > 0
                           else None)
-        schema_id = await write(lambda s: s.plan_register(subject, text, schema_type, wanted_id, wanted_version))
+        schema_id = await write(lambda s: s.plan_register(subject, text, schema_type, wanted_id, wanted_version,
+                                                          refs))
         return {"id": schema_id}
 
     async def versions(request: Request) -> Any:
@@ -136,23 +148,25 @@ def create_app(store: Store) -> Any:
         return await read(lambda s: s.version_numbers(subject, deleted))
 
     async def version(request: Request) -> Any:
-        p, deleted = request.path_params, _flag(request, "deleted")
-        return (await read(lambda s: s.get_version(p["subject"], p["version"], deleted))).body()
+        p, deleted, fmt = request.path_params, _flag(request, "deleted"), request.query_params.get("format")
+
+        def answer(s: State) -> Any:
+            found = s.get_version(p["subject"], p["version"], deleted)
+            return found.body(s.render(found, fmt))
+        return await read(answer)
 
     async def version_schema(request: Request) -> Any:
         p, deleted = request.path_params, _flag(request, "deleted")
-        found = await read(lambda s: s.get_version(p["subject"], p["version"], deleted))
-        return json.loads(found.schema)
+        return _schema_text(await read(lambda s: s.get_version(p["subject"], p["version"], deleted)))
 
     async def referenced_by(request: Request) -> Any:
         p = request.path_params
-        await read(lambda s: s.get_version(p["subject"], p["version"]))
-        return []
+        return await read(lambda s: s.referenced_by(p["subject"], p["version"]))
 
     async def lookup(request: Request) -> Any:
         subject, deleted = request.path_params["subject"], _flag(request, "deleted")
-        text, schema_type = _schema_of(await _body(request))
-        return (await read(lambda s: s.lookup(subject, text, schema_type, deleted))).body()
+        text, schema_type, refs = _schema_of(await _body(request))
+        return (await read(lambda s: s.lookup(subject, text, schema_type, deleted, refs))).body()
 
     async def delete_subject(request: Request) -> Any:
         subject, permanent = request.path_params["subject"], _flag(request, "permanent")
@@ -165,16 +179,17 @@ def create_app(store: Store) -> Any:
     # -- schemas by id ------------------------------------------------------------------------------------
 
     async def schema_by_id(request: Request) -> Any:
-        schema_id = _int_id(request.path_params["id"])
-        found = await read(lambda s: s.schema_by_id(schema_id))
-        out: dict[str, Any] = {"schema": found.schema}
-        if found.schema_type != "AVRO":
-            out["schemaType"] = found.schema_type
-        return out
+        schema_id, fmt = _int_id(request.path_params["id"]), request.query_params.get("format")
+
+        def answer(s: State) -> Any:
+            found = s.schema_by_id(schema_id)
+            body = found.body(s.render(found, fmt))
+            return {k: v for k, v in body.items() if k in ("schema", "schemaType", "references")}
+        return await read(answer)
 
     async def schema_text_by_id(request: Request) -> Any:
         schema_id = _int_id(request.path_params["id"])
-        return json.loads((await read(lambda s: s.schema_by_id(schema_id))).schema)
+        return _schema_text(await read(lambda s: s.schema_by_id(schema_id)))
 
     async def id_subjects(request: Request) -> Any:
         schema_id, deleted = _int_id(request.path_params["id"]), _flag(request, "deleted")
@@ -191,7 +206,7 @@ def create_app(store: Store) -> Any:
         return found
 
     async def schema_types(request: Request) -> Any:
-        return ["AVRO"]
+        return list(SCHEMA_TYPES)
 
     # -- config, mode, compatibility ------------------------------------------------------------------------
 
@@ -222,8 +237,8 @@ def create_app(store: Store) -> Any:
 
     async def compatibility(request: Request) -> Any:
         subject, version_text = request.path_params["subject"], request.path_params.get("version")
-        text, schema_type = _schema_of(await _body(request))
-        found = await read(lambda s: s.check(subject, text, schema_type, version_text))
+        text, schema_type, refs = _schema_of(await _body(request))
+        found = await read(lambda s: s.check(subject, text, schema_type, version_text, refs))
         answer: dict[str, Any] = {"is_compatible": not found}
         if _flag(request, "verbose"):
             answer["messages"] = found

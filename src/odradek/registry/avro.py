@@ -4,16 +4,22 @@ Parsing and validation are fastavro's (`fastavro.parse_schema`). Compatibility i
 the schema resolution rules of the Avro specification ("Schema Resolution"): can a reader holding schema R
 decode data written with schema W? The registry's compatibility levels are built on that one question
 (`compatibility.py`).
+
+References: a schema may use named types (records, enums, fixed) defined by the schemas its `references`
+name; they are parsed first and their names are known while parsing the referring schema.
 """
 
 from __future__ import annotations
 
 import json
+import dataclasses
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, ClassVar
 
 import fastavro
 from fastavro.schema import SchemaParseException, UnknownType
+
+from odradek.registry.formats import InvalidSchema, Resolved
 
 PRIMITIVES = frozenset({"null", "boolean", "int", "long", "float", "double", "bytes", "string"})
 NAMED = frozenset({"record", "error", "enum", "fixed"})
@@ -27,18 +33,17 @@ PROMOTIONS: dict[str, frozenset[str]] = {
 }
 
 
-class InvalidSchema(ValueError):
-    """The text is not a valid Avro schema (the registry answers 42201)."""
-
-
 @dataclass(frozen=True)
 class AvroSchema:
     """A parsed Avro schema: fastavro's expanded form, where every name is fully qualified and a named type
     is defined inline once and referenced by its full name afterwards; `names` maps each full name to its
-    definition so that references can be followed."""
+    definition so that references can be followed (names of referenced schemas included);
+    `named_schemas` is fastavro's own table of them, for schemas that reference this one."""
 
+    schema_type: ClassVar[str] = "AVRO"
     parsed: Any
     names: dict[str, dict]
+    named_schemas: dict[str, Any] = dataclasses.field(default_factory=dict, compare=False, repr=False)
 
     @property
     def identity(self) -> str:
@@ -50,20 +55,27 @@ class AvroSchema:
         return json.dumps(self.parsed, sort_keys=True, separators=(",", ":"))
 
 
-def parse(text: str) -> AvroSchema:
-    """Parse and validate schema text (JSON); InvalidSchema says why it is not a schema."""
+def parse(text: str, references: Resolved = ()) -> AvroSchema:
+    """Parse and validate schema text (JSON); InvalidSchema says why it is not a schema. `references` are
+    the parsed schemas this one may name types from."""
     try:
         raw = json.loads(text)
     except (TypeError, ValueError) as exc:
         raise InvalidSchema(f"Invalid schema: not JSON: {exc}") from None
     _check_fields(raw)
+    names: dict[str, dict] = {}
+    known: dict[str, Any] = {}
+    for _, ref in references:
+        if not isinstance(ref, AvroSchema):
+            raise InvalidSchema("Invalid schema: an Avro schema can only reference Avro schemas")
+        names.update(ref.names)
+        known.update(ref.named_schemas)
     try:
-        parsed = fastavro.parse_schema(raw, _write_hint=False)
+        parsed = fastavro.parse_schema(raw, named_schemas=known, _write_hint=False)
     except (SchemaParseException, UnknownType, ValueError, TypeError, KeyError, AttributeError) as exc:
         raise InvalidSchema(f"Invalid schema: {exc}") from None
-    names: dict[str, dict] = {}
     _collect_names(parsed, names)
-    return AvroSchema(parsed, names)
+    return AvroSchema(parsed, names, known)
 
 
 def _check_fields(node: Any) -> None:

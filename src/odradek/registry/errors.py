@@ -77,6 +77,10 @@ def not_permitted(message: str) -> RegistryError:
     return RegistryError(422, 42205, message)
 
 
+def reference_exists(message: str) -> RegistryError:
+    return RegistryError(422, 42206, message)
+
+
 def bad_request(message: str) -> RegistryError:
     # Confluent answers an unparsable body with 400 and error_code 400
     return RegistryError(400, 400, message)
