@@ -248,7 +248,8 @@ def child(spec: dict) -> dict:
             writes = rounds("write", {f: (lambda run, f=f: spark_write(
                 spark, f, b, spec["partitions"], spec["write_records"], spec["size"], run,
                 lambda action, what=f"write {f} {run}": bounded(what, action))) for f in formats}, n)
-        return {"spark": pyspark.__version__, "started_s": started_s, "reads": reads, "writes": writes,
+        return {"spark": pyspark.__version__, "app_id": spark.sparkContext.applicationId, "started_s": started_s,
+                "reads": reads, "writes": writes,
                 "kafka_package": {"installed": package.installed, "reason": package.reason, "note": package.note,
                                   "version": package.coordinate.rsplit(":", 1)[-1] if package.installed else None}}
     finally:
@@ -337,7 +338,9 @@ def run_cluster(args: argparse.Namespace, ctx: dict) -> list[dict]:
             configs.append(run_application(args, ctx, f"standalone, {n} worker{'s' if n > 1 else ''}", "cluster",
                                            cluster.master_url, n, conf, executors=n,
                                            env={"SPARK_LOCAL_IP": cluster.host}))
-            configs[-1]["workers"] = n
+            app = configs[-1].get("app_id")  # an executor ran on a worker that has a work dir of the app
+            configs[-1]["workers_used"] = sum(1 for w in cluster.alive_daemons()
+                                              if app and w.work_dir is not None and (w.work_dir / app).is_dir())
     except StandaloneClusterError as exc:
         configs.append({"name": "standalone", "kind": "cluster", "master": "spark://", "cores": 0,
                         "error": f"the cluster did not start: {str(exc)[:300]}"})
@@ -427,6 +430,29 @@ def scaling(part: dict) -> dict[str, dict[str, float | None]]:
     return out
 
 
+def targets(part: dict, ratios: dict) -> list[str]:
+    """Issue 20's targets for format("odradek"), each with its figure from this run and whether it is met."""
+    plain = rate(part["plain"], part["records"])
+    rows = []
+    for config in part["configs"]:
+        r = rate((config.get("reads") or {}).get("odradek") or [], part["records"])
+        if r and plain:
+            value = r / config["cores"] / plain
+            rows.append((f"read per core ÷ plain consumer, {config['name']} ({config['cores']} core"
+                         f"{'s' if config['cores'] > 1 else ''})", f"≥ {TARGET_PER_CORE:.2f}", f"{value:.2f}",
+                         value >= TARGET_PER_CORE))
+    most = max((c["cores"] for c in part["configs"] if c["kind"] == "cluster" and not c.get("error")), default=0)
+    for op in ("reads", "writes"):
+        value = ratios.get(op, {}).get("odradek")
+        if value is not None:
+            rows.append((f"{op[:-1]}, standalone {most} workers ÷ 1 worker", f"≥ {TARGET_SCALING:.1f}×",
+                         f"{value:.2f}×", value >= TARGET_SCALING))
+    if not rows:
+        return []
+    return ["", '## Targets (issue 20), format("odradek")', "", "| figure | target | this run | met |",
+            "|---|---:|---:|---|", *(f"| {a} | {b} | {c} | {'yes' if ok else 'no'} |" for a, b, c, ok in rows)]
+
+
 def render_delta(delta: dict) -> list[str]:
     return ["", "## Delta sync lag", "", delta.get("note", ""), ""]
 
@@ -445,16 +471,16 @@ def render(part: dict) -> str:
              f"connector."]
     if part.get("kafka_note"):
         lines += ["", f'format("kafka"): {part["kafka_note"]}']
+    cpu = "broker CPU, cores | machine busy, cores |"
     if part["configs"] or part["plain"]:
         lines += ["", f"## Read {part['records']:,} records", "",
-                  "\"per core ÷ plain\" = (rows/s ÷ executor cores) ÷ the plain consumer's rows/s (one Python process, "
-                  f"one core); target (issue 20) ≥ {TARGET_PER_CORE:.2f} for format(\"odradek\").", "",
-                  "| reader | where | cores | runs | median s | rows/s | MB/s | per core ÷ plain | broker CPU | "
-                  "machine busy |",
+                  "\"per core ÷ plain\" = (rows/s ÷ executor cores) ÷ the plain consumer's rows/s (one Python "
+                  f"process, one core); target (issue 20) ≥ {TARGET_PER_CORE:.2f} for format(\"odradek\").", "",
+                  f"| reader | where | cores | runs | median s | rows/s | MB/s | per core ÷ plain | {cpu}",
                   "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|", *op_rows(part, "reads", part["records"])]
     if part["configs"] and part["write_records"]:
         lines += ["", f"## Batch write {part['write_records']:,} records", "",
-                  "| writer | where | cores | runs | median s | rows/s | MB/s | broker CPU | machine busy |",
+                  f"| writer | where | cores | runs | median s | rows/s | MB/s | {cpu}",
                   "|---|---|---:|---:|---:|---:|---:|---:|---:|", *op_rows(part, "writes", part["write_records"])]
     ratios = scaling(part)
     if ratios:
@@ -466,8 +492,11 @@ def render(part: dict) -> str:
             lines.append(f"| {connector_name(fmt, part)} | {cell(ratios.get('reads', {}).get(fmt), '{:.2f}×')} | "
                          f"{cell(ratios.get('writes', {}).get(fmt), '{:.2f}×')} |")
     if part.get("cluster_start_s") is not None:
+        used = ", ".join(f"{c['name']}: {c['workers_used']}" for c in part["configs"] if "workers_used" in c)
         lines += ["", f"Standalone master and first worker up in {part['cluster_start_s']:.1f} s; each application "
-                      "waits for every worker's executor before its warm-up."]
+                      "waits for every worker's executor before its warm-up."
+                  + (f" Workers that ran an executor of the application: {used}." if used else "")]
+    lines += targets(part, ratios)
     if part.get("delta") is not None:
         lines += render_delta(part["delta"])
     lines.append("")
