@@ -458,17 +458,18 @@ def render_delta(delta: dict) -> list[str]:
 
 
 def render(part: dict) -> str:
-    lines = ["# Spark connector throughput (bench/spark_read.py)", "",
-             f"{part['date']} · {part['host']} · nproc {part['nproc']} · load average (1 min) at the start "
-             f"{part['loadavg_1m']} · Python {part['python']} · Spark {part.get('spark') or '?'} · "
-             f"confluent-kafka {part['confluent_kafka']} / librdkafka {part['librdkafka']} · parts "
-             f"{', '.join(part['parts'])} · {part['partitions']} partitions, values of {part['size']} B · median "
-             f"of {part['rounds']} rounds, order alternating · wall time {part['wall_s'] / 60:.1f} min", "",
-             f"The broker, the driver, the executors (and on a cluster the master and workers) share these "
-             f"{part['nproc']} cores. \"broker CPU\" and \"machine busy\" are cores kept busy over each timed run "
-             f"(CPU seconds / wall seconds) by the broker process and by the whole machine (/proc/stat); a "
-             f"machine busy close to {part['nproc']} means the figures are bound by the machine, not the "
-             f"connector."]
+    facts = [part["date"], part["host"], f"nproc {part['nproc']}",
+             f"load average (1 min) at the start {part['loadavg_1m']}", f"Python {part['python']}",
+             f"Spark {part.get('spark') or '?'}", f"confluent-kafka {part['confluent_kafka']} / librdkafka "
+             f"{part['librdkafka']}", f"parts {', '.join(part['parts'])}", f"{part['partitions']} partitions, "
+             f"values of {part['size']} B", f"median of {part['rounds']} rounds, order alternating",
+             f"wall time {part['wall_s'] / 60:.1f} min"]
+    n = part["nproc"]
+    lines = ["# Spark connector throughput (bench/spark_read.py)", "", " · ".join(facts), "",
+             f"The broker, the driver, the executors (and on a cluster the master and workers) share these {n} "
+             "cores. \"broker CPU\" and \"machine busy\" are cores kept busy over each timed run (CPU seconds / "
+             "wall seconds) by the broker process and by the whole machine (/proc/stat); a machine busy close to "
+             f"{n} means the figures are bound by the machine, not the connector."]
     if part.get("kafka_note"):
         lines += ["", f'format("kafka"): {part["kafka_note"]}']
     cpu = "broker CPU, cores | machine busy, cores |"
@@ -492,7 +493,8 @@ def render(part: dict) -> str:
             lines.append(f"| {connector_name(fmt, part)} | {cell(ratios.get('reads', {}).get(fmt), '{:.2f}×')} | "
                          f"{cell(ratios.get('writes', {}).get(fmt), '{:.2f}×')} |")
     if part.get("cluster_start_s") is not None:
-        used = ", ".join(f"{c['name']}: {c['workers_used']}" for c in part["configs"] if "workers_used" in c)
+        used = "; ".join(f"{c['workers_used']} in the application on {c['name']}" for c in part["configs"]
+                         if "workers_used" in c)
         lines += ["", f"Standalone master and first worker up in {part['cluster_start_s']:.1f} s; each application "
                       "waits for every worker's executor before its warm-up."
                   + (f" Workers that ran an executor of the application: {used}." if used else "")]
