@@ -66,7 +66,8 @@ unit: venv bytecode
 bench: venv bytecode reference
 	$(PY) bench/compare.py $(BENCH_ARGS)
 
-# format("odradek") vs Spark's own format("kafka") (and a plain consumer) on one topic: `BENCH_SPARK_ARGS=--help`.
+# format("odradek") vs Spark's own format("kafka") (and a plain consumer) on one topic, local[1] and local[nproc];
+# BENCH_SPARK_ARGS="--parts local,cluster" adds a standalone cluster of 1 then 2 workers. `BENCH_SPARK_ARGS=--help`.
 bench-spark: venv bytecode spark-packages
 	$(PY) bench/spark_read.py $(BENCH_SPARK_ARGS)
 

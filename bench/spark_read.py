@@ -1,34 +1,48 @@
 """Spark throughput of format("odradek") next to Spark's own format("kafka") and a plain confluent-kafka
-consumer, on the same topic and broker.
+consumer, on the same topic and broker: per executor core, and on a Spark standalone cluster of one and of
+two workers.
 
-    .venv/bin/python bench/spark_read.py [--records 1000000] [--size 100] [--partitions 4] [--rounds 3]
-                                         [--write-records 200000] [--bootstrap H:P]
+    .venv/bin/python bench/spark_read.py [--parts local,cluster,delta] [--records 1000000] [--size 100]
+                                         [--partitions 4] [--rounds 3] [--write-records 200000]
+                                         [--local-cores 1,NPROC] [--workers 1,2] [--formats odradek,kafka]
+                                         [--bootstrap H:P] [--timeout 300]
 
-Without --bootstrap a broker is started (python -m odradek serve, temporary data dir) and stopped at the end.
-The topic is filled once with --records records of --size bytes; then
+Without --bootstrap a broker is started (bench/workloads.py's OwnBroker: odradek serve on a free loopback
+port, temporary data dir) and stopped at the end. The topic is filled once with --records records of --size
+bytes; then
 * plain consumer: one confluent-kafka Consumer assign()s every partition from the beginning and reads until
-  it has every record (the client-side ceiling for one Python process);
-* spark read: spark.read.format(F) ... .write.format("noop") on local[N] for F = "odradek" (Arrow batches
-  from Python workers, one task per partition) and F = "kafka" (Spark's own connector, JVM only, one task
-  per partition), timed from the action's start (plan + read);
+  it has every record (the client-side ceiling for one Python process, i.e. one core), --rounds times;
+* part `local` (the default): one Spark application per `local[K]` of --local-cores (default 1 and the
+  machine's core count), each in a subprocess of its own (a SparkSession's master is fixed for its process);
+* part `cluster`: a Spark standalone master (odradek.spark.standalone) and 1 one-core worker, one application
+  on `spark://...`; then a second worker joins and a new application runs on both (--workers);
+* part `delta`: the hook for the Delta sync lag measurement (`delta_sync_lag`), not measured yet.
+In every application:
+* spark read: spark.read.format(F) ... .write.format("noop") for F = "odradek" (Arrow batches from Python
+  workers, one task per partition) and F = "kafka" (Spark's own connector, JVM only, one task per partition),
+  timed from the action's start (plan + read);
 * spark write (unless --write-records 0): spark.range(W) as key = the id, value = --size bytes, written
   by df.write.format(F) into a fresh topic of --partitions partitions per run, each connector with its
   default producer settings (batch writes are at least once in both); every run is checked by the topic's
   end offsets before it counts.
-Both connectors share one SparkSession (Spark's package from the cache of odradek.spark.packages,
-`make spark-packages`; without it the format("kafka") rows say why). Each connector runs once untimed first
-(JVM JIT, Python workers); then --rounds rounds run each connector once, the order alternating round by
-round, and the table shows the median. Bounded: every phase has a timeout. Prints markdown tables of rows/s
-and MB/s (value bytes, 1 MB = 10^6 B).
+Both connectors share one SparkSession per application (Spark's package from the cache of
+odradek.spark.packages, `make spark-packages`; without it the format("kafka") rows say why). Each connector
+runs once untimed first (JVM JIT, Python workers, executors); then --rounds rounds run each connector once,
+the order alternating round by round, and the tables show the median. Around every timed run the broker's
+CPU (/proc/PID/stat) and the whole machine's busy CPU (/proc/stat) are read, so a reader can tell a
+saturated machine from a slow connector. Bounded: every Spark action is cancelled after --timeout, every
+application's subprocess is killed after its share of timeouts, the plain consumer stops at --timeout.
+Prints markdown tables of rows/s and MB/s (value bytes, 1 MB = 10^6 B) and writes them to
+bench/results/spark.md, the figures to bench/results/spark.json.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import platform
 import signal
-import socket
 import statistics
 import subprocess
 import sys
@@ -38,35 +52,32 @@ import time
 from pathlib import Path
 from typing import Any, Callable
 
+import native
+from compaction import busy_cpu_s
+from workloads import OwnBroker, cpu_seconds, create_topic, machine
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+PARTS = ("local", "cluster", "delta")
+DEFAULT_PARTS = ("local",)
+FORMATS = ("odradek", "kafka")
+SPARK_START_S = 180.0  # a driver JVM, and on a cluster its executors, on a busy 2-core machine
+EXECUTORS_TIMEOUT_S = 90.0  # for every worker's executor to register before the warm-up
+CHILD_MARKER = "spark-bench-result: "
+TARGET_PER_CORE = 0.80  # issue 20: the connector's read rate per core >= 80 % of the plain consumer's
+TARGET_SCALING = 1.6  # issue 20: two workers >= 1.6x one worker
 
 
-def start_broker(data: Path) -> tuple[subprocess.Popen, str]:
-    port = free_port()
-    bootstrap = f"127.0.0.1:{port}"
-    proc = subprocess.Popen([sys.executable, "-m", "odradek", "serve", "--listen", bootstrap, "--data-dir", str(data)],
-                            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
-    deadline = time.monotonic() + 30
-    assert proc.stdout is not None
-    while time.monotonic() < deadline:
-        line = proc.stdout.readline()
-        if not line:
-            raise RuntimeError("broker exited")
-        if line.startswith("odradek: accepting connections on "):
-            return proc, bootstrap
-    raise RuntimeError("broker did not start")
+def log(msg: str) -> None:
+    print(f"[spark-bench] {msg}", file=sys.stderr, flush=True)
+
+
+# --------------------------------------------------------------------------------------------------
+# Data and the plain consumer (the parent process)
 
 
 def fill(bootstrap: str, topic: str, partitions: int, records: int, size: int) -> None:
     from confluent_kafka import Producer
-    from confluent_kafka.admin import AdminClient, NewTopic
 
-    admin = AdminClient({"bootstrap.servers": bootstrap})
-    admin.create_topics([NewTopic(topic, partitions, 1)])[topic].result(30)
+    create_topic(bootstrap, topic, partitions)
     p = Producer({"bootstrap.servers": bootstrap, "linger.ms": 20, "batch.size": 1_000_000,
                   "enable.idempotence": False, "acks": 1})
     payload = b"x" * size
@@ -110,6 +121,22 @@ def plain_consumer(bootstrap: str, topic: str, partitions: int, records: int, ti
     return elapsed
 
 
+def metered(broker_pid: int | None, run: Callable[[], float]) -> dict:
+    """run() (returning its timed seconds) with the broker's CPU seconds and the machine's busy CPU seconds
+    over the same call: {"s", "broker_cpu_s" (None without a broker pid), "busy_cpu_s", "wall_s"}."""
+    broker0 = cpu_seconds(broker_pid) if broker_pid else None
+    busy0, t0 = busy_cpu_s(), time.perf_counter()
+    seconds = run()
+    wall, busy1 = time.perf_counter() - t0, busy_cpu_s()
+    broker1 = cpu_seconds(broker_pid) if broker_pid else None
+    return {"s": seconds, "wall_s": wall, "busy_cpu_s": busy1 - busy0,
+            "broker_cpu_s": None if broker0 is None or broker1 is None else broker1 - broker0}
+
+
+# --------------------------------------------------------------------------------------------------
+# One Spark application (a subprocess: `spark_read.py --child SPEC`)
+
+
 def spark_read(spark, fmt: str, bootstrap: str, topic: str, records: int) -> float:
     df = (spark.read.format(fmt).option("kafka.bootstrap.servers", bootstrap).option("subscribe", topic)
           .load())
@@ -130,141 +157,435 @@ def topic_size(bootstrap: str, topic: str, partitions: int) -> int:
         c.close()
 
 
-def spark_write(spark, fmt: str, bootstrap: str, partitions: int, records: int, size: int, run: str) -> float:
-    from confluent_kafka.admin import AdminClient, NewTopic
-
+def spark_write(spark, fmt: str, bootstrap: str, partitions: int, records: int, size: int, run: str,
+                timed: Callable[[Callable[[], float]], dict]) -> dict:
     topic = f"bench-spark-write-{fmt}-{run}-{int(time.time() * 1000)}"
-    admin = AdminClient({"bootstrap.servers": bootstrap})
-    admin.create_topics([NewTopic(topic, partitions, 1)])[topic].result(30)
+    create_topic(bootstrap, topic, partitions)
     df = spark.range(0, records, 1, partitions).selectExpr("CAST(id AS STRING) AS key",
                                                            f"CAST(repeat('x', {size}) AS BINARY) AS value")
-    began = time.perf_counter()
-    df.write.format(fmt).option("kafka.bootstrap.servers", bootstrap).option("topic", topic).mode("append").save()
-    elapsed = time.perf_counter() - began
+
+    def action() -> float:
+        began = time.perf_counter()
+        df.write.format(fmt).option("kafka.bootstrap.servers", bootstrap).option("topic", topic).mode("append").save()
+        return time.perf_counter() - began
+
+    result = timed(action)
     written = topic_size(bootstrap, topic, partitions)
     if written != records:
         raise RuntimeError(f'format("{fmt}") wrote {written} of {records} records to {topic}')
-    return elapsed
+    return result
 
 
-def rounds(candidates: dict[str, Callable[[str], float]], n: int) -> dict[str, list[float]]:
-    """One untimed run of each, then n rounds of each once, the order alternating: {name: [seconds]}."""
+def rounds(what: str, candidates: dict[str, Callable[[str], dict]], n: int) -> dict[str, list[dict]]:
+    """One untimed run of each, then n rounds of each once, the order alternating: {name: [metered run]}."""
     names = list(candidates)
     for name in names:
         candidates[name]("warm-up")
-    times: dict[str, list[float]] = {name: [] for name in names}
+    times: dict[str, list[dict]] = {name: [] for name in names}
     for r in range(n):
         for name in (names if r % 2 == 0 else names[::-1]):
             times[name].append(candidates[name](f"r{r}"))
+            log(f"  {what} {name} r{r}: {times[name][-1]['s']:.2f} s")
     return times
 
 
-def table(title: str, rows: list[tuple[str, Any]], records: int, size: int) -> None:
-    mb = records * size / 1e6
-    print(f"\n| {title} | runs | median s | rows/s | MB/s |")
-    print("|---|---:|---:|---:|---:|")
-    for name, secs in rows:
-        if isinstance(secs, str):
-            print(f"| {name} | - | n/a | n/a | {secs} |")
-            continue
-        med = statistics.median(secs)
-        print(f"| {name} | {len(secs)} | {med:.2f} | {records / med:,.0f} | {mb / med:.1f} |")
+def wait_executors(spark, want: int, timeout: float) -> None:
+    """Until `want` executors (the driver not counted) have registered with the application."""
+    deadline = time.monotonic() + timeout
+    status = spark.sparkContext._jsc.sc().getExecutorMemoryStatus
+    while status().size() - 1 < want:
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"{status().size() - 1} of {want} executors registered within {timeout:.0f} s")
+        time.sleep(0.5)
+
+
+def child(spec: dict) -> dict:
+    """One Spark application on spec["master"]: the reads and writes of spec["formats"]; its figures."""
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
+    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+    import pyspark
+    from pyspark.sql import SparkSession
+
+    from odradek.spark import register
+    from odradek.spark.packages import KAFKA
+
+    package = KAFKA.resolve(quiet=True)
+    t0 = time.perf_counter()
+    spark = (SparkSession.builder.master(spec["master"]).appName(f"odradek-bench-spark {spec['name']}")
+             .config("spark.ui.enabled", "false").config("spark.ui.showConsoleProgress", "false")
+             .config("spark.driver.host", "127.0.0.1").config("spark.driver.bindAddress", "127.0.0.1")
+             .config(map=KAFKA.spark_conf(package)).config(map=spec["conf"])
+             .getOrCreate())
+    try:
+        spark.sparkContext.setLogLevel("ERROR")
+        register(spark)
+        if spec["executors"]:
+            wait_executors(spark, spec["executors"], EXECUTORS_TIMEOUT_S)
+        started_s = time.perf_counter() - t0
+        formats = [f for f in spec["formats"] if f != "kafka" or package.installed]
+        timeout, broker_pid = spec["timeout"], spec["broker_pid"]
+
+        def bounded(what: str, run: Callable[[], float]) -> dict:
+            """run() metered, its Spark jobs cancelled after `timeout` seconds."""
+            sc = spark.sparkContext
+            sc.setJobGroup(what, what, interruptOnCancel=True)
+            timer = threading.Timer(timeout, sc.cancelJobGroup, (what,))
+            timer.start()
+            try:
+                return metered(broker_pid, run)
+            except Exception as exc:
+                if not timer.is_alive():
+                    raise TimeoutError(f"{what}: longer than {timeout} s") from exc
+                raise
+            finally:
+                timer.cancel()
+
+        b, n = spec["bootstrap"], spec["rounds"]
+        reads = rounds("read", {f: (lambda run, f=f: bounded(f"read {f} {run}", lambda: spark_read(
+            spark, f, b, spec["topic"], spec["records"]))) for f in formats}, n)
+        writes: dict[str, list[dict]] = {}
+        if spec["write_records"]:
+            writes = rounds("write", {f: (lambda run, f=f: spark_write(
+                spark, f, b, spec["partitions"], spec["write_records"], spec["size"], run,
+                lambda action, what=f"write {f} {run}": bounded(what, action))) for f in formats}, n)
+        return {"spark": pyspark.__version__, "app_id": spark.sparkContext.applicationId, "started_s": started_s,
+                "reads": reads, "writes": writes,
+                "kafka_package": {"installed": package.installed, "reason": package.reason, "note": package.note,
+                                  "version": package.coordinate.rsplit(":", 1)[-1] if package.installed else None}}
+    finally:
+        spark.stop()
+
+
+def child_main(spec_json: str) -> int:
+    result = child(json.loads(spec_json))
+    print(CHILD_MARKER + json.dumps(result), flush=True)
+    return 0
+
+
+def child_cap(args: argparse.Namespace) -> float:
+    """How long one application may take in all: its start, and every action (warm-ups included) at its
+    --timeout, with a minute per action for topic creation and the end-offset check."""
+    actions = (args.rounds + 1) * len(args.formats) * (2 if args.write_records else 1)
+    return SPARK_START_S + EXECUTORS_TIMEOUT_S + actions * (args.timeout + 60)
+
+
+def run_application(args: argparse.Namespace, ctx: dict, name: str, kind: str, master: str, cores: int,
+                    conf: dict[str, str] | None = None, executors: int = 0,
+                    env: dict[str, str] | None = None) -> dict:
+    """`child()` in a subprocess (own process group, killed with its JVM at child_cap()); its figures, or
+    {"error"} if it failed."""
+    spec = {"name": name, "master": master, "conf": conf or {}, "executors": executors,
+            "formats": list(args.formats), "bootstrap": ctx["bootstrap"], "topic": ctx["topic"],
+            "records": args.records, "size": args.size, "partitions": args.partitions, "rounds": args.rounds,
+            "write_records": args.write_records, "timeout": args.timeout, "broker_pid": ctx["broker_pid"]}
+    config = {"name": name, "kind": kind, "master": master, "cores": cores}
+    log(f"{name}: a Spark application on {master}")
+    cap = child_cap(args)
+    t0 = time.perf_counter()
+    with tempfile.TemporaryFile("w+") as out:
+        proc = subprocess.Popen([sys.executable, os.path.abspath(__file__), "--child", json.dumps(spec)],
+                                stdout=out, stdin=subprocess.DEVNULL, env={**os.environ, **(env or {})},
+                                start_new_session=True)
+        try:
+            code = proc.wait(cap)
+        except subprocess.TimeoutExpired:
+            code = None
+        finally:
+            if proc.poll() is None or code is None:
+                try:
+                    os.killpg(proc.pid, signal.SIGKILL)  # the driver and its JVM
+                except ProcessLookupError:
+                    pass
+                proc.wait()
+        out.seek(0)
+        text = out.read()
+    config["wall_s"] = time.perf_counter() - t0
+    lines = [ln for ln in text.splitlines() if ln.startswith(CHILD_MARKER)]
+    if code is None:
+        config["error"] = f"killed after {cap:.0f} s"
+    elif code != 0 or not lines:
+        tail = " / ".join(text.strip().splitlines()[-3:])[-300:]
+        config["error"] = f"exit {code}" + (f": {tail}" if tail else "")
+    else:
+        config.update(json.loads(lines[-1][len(CHILD_MARKER):]))
+    if config.get("error"):
+        log(f"{name}: {config['error']}")
+    return config
+
+
+# --------------------------------------------------------------------------------------------------
+# The parts
+
+
+def run_local(args: argparse.Namespace, ctx: dict) -> list[dict]:
+    return [run_application(args, ctx, f"local[{k}]", "local", f"local[{k}]", k) for k in args.local_cores]
+
+
+def run_cluster(args: argparse.Namespace, ctx: dict) -> list[dict]:
+    """A master and one-core workers: an application on 1 worker, then (workers added) on 2, ... ."""
+    from odradek.spark.standalone import StandaloneCluster, StandaloneClusterError
+
+    configs = []
+    base = Path(ctx["tmp"]) / "spark-standalone"
+    cluster = StandaloneCluster(base, workers=args.workers[0], cores=1)
+    try:
+        t0 = time.perf_counter()
+        cluster.start()
+        ctx["cluster_start_s"] = time.perf_counter() - t0
+        for n in args.workers:
+            cluster.ensure_workers(n)
+            conf = {**cluster.app_conf(), "spark.cores.max": str(n)}
+            configs.append(run_application(args, ctx, f"standalone, {n} worker{'s' if n > 1 else ''}", "cluster",
+                                           cluster.master_url, n, conf, executors=n,
+                                           env={"SPARK_LOCAL_IP": cluster.host}))
+            app = configs[-1].get("app_id")  # an executor ran on a worker that has a work dir of the app
+            configs[-1]["workers_used"] = sum(1 for w in cluster.alive_daemons()
+                                              if app and w.work_dir is not None and (w.work_dir / app).is_dir())
+    except StandaloneClusterError as exc:
+        configs.append({"name": "standalone", "kind": "cluster", "master": "spark://", "cores": 0,
+                        "error": f"the cluster did not start: {str(exc)[:300]}"})
+    finally:
+        cluster.stop()
+    return configs
+
+
+def delta_sync_lag(args: argparse.Namespace, ctx: dict) -> dict:
+    """HOOK, not measured yet: the Delta sync lag (how long after a record is produced it is readable in the
+    Delta table the connector syncs to). To add it: measure here with ctx["bootstrap"] (the broker),
+    ctx["broker_pid"] (for metered()) and ctx["tmp"] (a scratch directory), a Spark application through
+    run_application() if it needs one; return the figures as a dict, and render them in render_delta()."""
+    return {"measured": False, "note": "not measured yet: the hook is delta_sync_lag() in bench/spark_read.py"}
+
+
+# --------------------------------------------------------------------------------------------------
+# The report
+
+
+def med(runs: list[dict], key: str = "s") -> float | None:
+    values = [r[key] for r in runs if r.get(key) is not None]
+    return statistics.median(values) if values else None
+
+
+def med_cores(runs: list[dict], key: str) -> float | None:
+    """Median over the runs of `key` CPU seconds per second of the run's wall time (cores kept busy)."""
+    values = [r[key] / r["wall_s"] for r in runs if r.get(key) is not None and r.get("wall_s")]
+    return statistics.median(values) if values else None
+
+
+def cell(value: float | None, fmt: str) -> str:
+    return "n/a" if value is None else fmt.format(value)
+
+
+def rate(runs: list[dict], records: int) -> float | None:
+    m = med(runs)
+    return records / m if m else None
+
+
+def connector_name(fmt: str, part: dict) -> str:
+    if fmt == "kafka" and part.get("kafka_version"):
+        return f'format("kafka") ({part["kafka_version"]})'
+    return f'format("{fmt}")'
+
+
+def op_rows(part: dict, op: str, records: int) -> list[str]:
+    """The rows of the read (op "reads") or write ("writes") table: every application, every format."""
+    plain = rate(part["plain"], part["records"]) if op == "reads" else None
+    size = part["size"]
+    rows = []
+    if plain is not None:
+        rows.append(f"| plain confluent-kafka Consumer | 1 process | 1 | {len(part['plain'])} | "
+                    f"{cell(med(part['plain']), '{:.2f}')} | {plain:,.0f} | {plain * size / 1e6:.1f} | 1.00 | "
+                    f"{cell(med_cores(part['plain'], 'broker_cpu_s'), '{:.2f}')} | "
+                    f"{cell(med_cores(part['plain'], 'busy_cpu_s'), '{:.2f}')} |")
+    for config in part["configs"]:
+        for fmt in part["formats"]:
+            head = f"| {connector_name(fmt, part)} | {config['name']} | {config['cores']} |"
+            runs = (config.get(op) or {}).get(fmt)
+            if runs is None:
+                why = config.get("error") or (part.get("kafka_missing") if fmt == "kafka" else None) or "not run"
+                rows.append(f"{head} - | n/a | {why} | n/a |{' n/a |' if op == 'reads' else ''} n/a | n/a |")
+                continue
+            r = rate(runs, records)
+            per_core = f"{r / config['cores'] / plain:.2f}" if r and plain else "n/a"
+            rows.append(f"{head} {len(runs)} | {cell(med(runs), '{:.2f}')} | {cell(r, '{:,.0f}')} | "
+                        f"{cell(r and r * size / 1e6, '{:.1f}')} |{f' {per_core} |' if op == 'reads' else ''} "
+                        f"{cell(med_cores(runs, 'broker_cpu_s'), '{:.2f}')} | "
+                        f"{cell(med_cores(runs, 'busy_cpu_s'), '{:.2f}')} |")
+    return rows
+
+
+def scaling(part: dict) -> dict[str, dict[str, float | None]]:
+    """{op: {format: rows/s on the most workers / rows/s on one worker}} over the cluster applications."""
+    clusters = sorted((c for c in part["configs"] if c["kind"] == "cluster" and not c.get("error")),
+                      key=lambda c: c["cores"])
+    out: dict[str, dict[str, float | None]] = {}
+    if len(clusters) < 2 or clusters[0]["cores"] != 1:
+        return out
+    one, most = clusters[0], clusters[-1]
+    for op, records in (("reads", part["records"]), ("writes", part["write_records"])):
+        for fmt in part["formats"]:
+            a = rate((one.get(op) or {}).get(fmt) or [], records)
+            b = rate((most.get(op) or {}).get(fmt) or [], records)
+            out.setdefault(op, {})[fmt] = b / a if a and b else None
+    return out
+
+
+def targets(part: dict, ratios: dict) -> list[str]:
+    """Issue 20's targets for format("odradek"), each with its figure from this run and whether it is met."""
+    plain = rate(part["plain"], part["records"])
+    rows = []
+    for config in part["configs"]:
+        r = rate((config.get("reads") or {}).get("odradek") or [], part["records"])
+        if r and plain:
+            value = r / config["cores"] / plain
+            rows.append((f"read per core ÷ plain consumer, {config['name']} ({config['cores']} core"
+                         f"{'s' if config['cores'] > 1 else ''})", f"≥ {TARGET_PER_CORE:.2f}", f"{value:.2f}",
+                         value >= TARGET_PER_CORE))
+    most = max((c["cores"] for c in part["configs"] if c["kind"] == "cluster" and not c.get("error")), default=0)
+    for op in ("reads", "writes"):
+        value = ratios.get(op, {}).get("odradek")
+        if value is not None:
+            rows.append((f"{op[:-1]}, standalone {most} workers ÷ 1 worker", f"≥ {TARGET_SCALING:.1f}×",
+                         f"{value:.2f}×", value >= TARGET_SCALING))
+    if not rows:
+        return []
+    return ["", '## Targets (issue 20), format("odradek")', "", "| figure | target | this run | met |",
+            "|---|---:|---:|---|", *(f"| {a} | {b} | {c} | {'yes' if ok else 'no'} |" for a, b, c, ok in rows)]
+
+
+def render_delta(delta: dict) -> list[str]:
+    return ["", "## Delta sync lag", "", delta.get("note", ""), ""]
+
+
+def render(part: dict) -> str:
+    facts = [part["date"], part["host"], f"nproc {part['nproc']}",
+             f"load average (1 min) at the start {part['loadavg_1m']}", f"Python {part['python']}",
+             f"Spark {part.get('spark') or '?'}", f"confluent-kafka {part['confluent_kafka']} / librdkafka "
+             f"{part['librdkafka']}", f"parts {', '.join(part['parts'])}", f"{part['partitions']} partitions, "
+             f"values of {part['size']} B", f"median of {part['rounds']} rounds, order alternating",
+             f"wall time {part['wall_s'] / 60:.1f} min"]
+    n = part["nproc"]
+    lines = ["# Spark connector throughput (bench/spark_read.py)", "", " · ".join(facts), "",
+             f"The broker, the driver, the executors (and on a cluster the master and workers) share these {n} "
+             "cores. \"broker CPU\" and \"machine busy\" are cores kept busy over each timed run (CPU seconds / "
+             "wall seconds) by the broker process and by the whole machine (/proc/stat); a machine busy close to "
+             f"{n} means the figures are bound by the machine, not the connector."]
+    if part.get("kafka_note"):
+        lines += ["", f'format("kafka"): {part["kafka_note"]}']
+    cpu = "broker CPU, cores | machine busy, cores |"
+    if part["configs"] or part["plain"]:
+        lines += ["", f"## Read {part['records']:,} records", "",
+                  "\"per core ÷ plain\" = (rows/s ÷ executor cores) ÷ the plain consumer's rows/s (one Python "
+                  f"process, one core); target (issue 20) ≥ {TARGET_PER_CORE:.2f} for format(\"odradek\").", "",
+                  f"| reader | where | cores | runs | median s | rows/s | MB/s | per core ÷ plain | {cpu}",
+                  "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|", *op_rows(part, "reads", part["records"])]
+    if part["configs"] and part["write_records"]:
+        lines += ["", f"## Batch write {part['write_records']:,} records", "",
+                  f"| writer | where | cores | runs | median s | rows/s | MB/s | {cpu}",
+                  "|---|---|---:|---:|---:|---:|---:|---:|---:|", *op_rows(part, "writes", part["write_records"])]
+    ratios = scaling(part)
+    if ratios:
+        most = max(c["cores"] for c in part["configs"] if c["kind"] == "cluster" and not c.get("error"))
+        lines += ["", f"## Standalone cluster: {most} workers ÷ 1 worker (one core each)", "",
+                  f"target (issue 20) ≥ {TARGET_SCALING:.1f}× for format(\"odradek\")", "",
+                  "| connector | read | write |", "|---|---:|---:|"]
+        for fmt in part["formats"]:
+            lines.append(f"| {connector_name(fmt, part)} | {cell(ratios.get('reads', {}).get(fmt), '{:.2f}×')} | "
+                         f"{cell(ratios.get('writes', {}).get(fmt), '{:.2f}×')} |")
+    if part.get("cluster_start_s") is not None:
+        used = "; ".join(f"{c['workers_used']} in the application on {c['name']}" for c in part["configs"]
+                         if "workers_used" in c)
+        lines += ["", f"Standalone master and first worker up in {part['cluster_start_s']:.1f} s; each application "
+                      "waits for every worker's executor before its warm-up."
+                  + (f" Workers that ran an executor of the application: {used}." if used else "")]
+    lines += targets(part, ratios)
+    if part.get("delta") is not None:
+        lines += render_delta(part["delta"])
+    lines.append("")
+    return "\n".join(lines)
+
+
+# --------------------------------------------------------------------------------------------------
+# Main
+
+
+def csv_of(kind: Callable[[str], Any], choices: tuple | None = None) -> Callable[[str], list]:
+    def parse(text: str) -> list:
+        values = [kind(v.strip()) for v in text.split(",") if v.strip()]
+        bad = [v for v in values if choices is not None and v not in choices]
+        if not values or bad:
+            raise argparse.ArgumentTypeError(f"expected a comma-separated list{f' of {choices}' if choices else ''}")
+        return list(dict.fromkeys(values))
+    return parse
 
 
 def main() -> int:
+    if len(sys.argv) == 3 and sys.argv[1] == "--child":
+        return child_main(sys.argv[2])
+    nproc = os.cpu_count() or 2
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--parts", type=csv_of(str, PARTS), default=list(DEFAULT_PARTS),
+                    help=f"comma-separated, of {', '.join(PARTS)} (default {','.join(DEFAULT_PARTS)})")
     ap.add_argument("--records", type=int, default=1_000_000)
     ap.add_argument("--size", type=int, default=100)
     ap.add_argument("--partitions", type=int, default=4)
     ap.add_argument("--rounds", type=int, default=3, help="timed rounds per connector (median shown)")
     ap.add_argument("--write-records", type=int, default=200_000, help="records per write run (0: no write part)")
-    ap.add_argument("--master", default=None, help="Spark master (default local[nproc])")
-    ap.add_argument("--bootstrap", default=None)
+    ap.add_argument("--local-cores", type=csv_of(int), default=sorted({1, nproc}),
+                    help=f"part local: one application per local[K] (default 1,{nproc})")
+    ap.add_argument("--workers", type=csv_of(int), default=[1, 2],
+                    help="part cluster: one application per worker count, one core each (default 1,2)")
+    ap.add_argument("--formats", type=csv_of(str, FORMATS), default=list(FORMATS))
+    ap.add_argument("--bootstrap", default=None, help="a running broker (its CPU is then not read)")
     ap.add_argument("--timeout", type=float, default=300.0, help="per phase, seconds")
     args = ap.parse_args()
-    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-    os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
-    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
-    proc = None
-    tmp = tempfile.TemporaryDirectory()
+    if args.records < 1 or args.rounds < 1 or args.write_records < 0 or min(args.local_cores + args.workers) < 1:
+        ap.error("--records, --rounds, --local-cores and --workers must be at least 1, --write-records at least 0")
+    args.workers = sorted(args.workers)
+    broker = None
+    tmp = tempfile.TemporaryDirectory(prefix="odradek-bench-spark-")
+    t_start = time.perf_counter()
+    from odradek.spark.packages import KAFKA
+
+    package = KAFKA.resolve(quiet=True)
+    part: dict[str, Any] = {
+        **machine(), "host": platform.node(), "parts": args.parts, "records": args.records, "size": args.size,
+        "partitions": args.partitions, "rounds": args.rounds, "write_records": args.write_records,
+        "formats": args.formats, "plain": [], "configs": [], "kafka_note": package.note,
+        "kafka_version": package.coordinate.rsplit(":", 1)[-1] if package.installed else None,
+        "kafka_missing": None if package.installed else f"not run: {package.reason}"}
     try:
         if args.bootstrap:
-            bootstrap = args.bootstrap
+            bootstrap, broker_pid = args.bootstrap, None
         else:
-            proc, bootstrap = start_broker(Path(tmp.name) / "data")
+            broker = OwnBroker()
+            bootstrap, broker_pid = broker.address, broker.proc.pid
         topic = f"bench-spark-read-{int(time.time())}"
-        t = time.perf_counter()
-        fill(bootstrap, topic, args.partitions, args.records, args.size)
-        print(f"filled {args.records} x {args.size} B into {args.partitions} partitions in {time.perf_counter() - t:.1f} s",
-              file=sys.stderr)
-        plain = [plain_consumer(bootstrap, topic, args.partitions, args.records, args.timeout)
-                 for _ in range(args.rounds)]
-
-        import pyspark
-        from pyspark.sql import SparkSession
-
-        from odradek.spark import register
-        from odradek.spark.packages import KAFKA
-
-        package = KAFKA.resolve(quiet=True)
-        master = args.master or f"local[{os.cpu_count() or 2}]"
-        spark = (SparkSession.builder.master(master).config("spark.ui.enabled", "false")
-                 .config("spark.ui.showConsoleProgress", "false")
-                 .config("spark.driver.host", "127.0.0.1").config("spark.driver.bindAddress", "127.0.0.1")
-                 .config(map=KAFKA.spark_conf(package))
-                 .getOrCreate())
-        spark.sparkContext.setLogLevel("ERROR")
-        register(spark)
-        formats = ["odradek", "kafka"] if package.installed else ["odradek"]
-
-        def bounded(what: str, run: Callable[[], float]) -> float:
-            """run() with its Spark jobs cancelled after --timeout seconds."""
-            sc = spark.sparkContext
-            sc.setJobGroup(what, what, interruptOnCancel=True)
-            timer = threading.Timer(args.timeout, sc.cancelJobGroup, (what,))
-            timer.start()
-            try:
-                return run()
-            except Exception as exc:
-                if not timer.is_alive():
-                    raise TimeoutError(f"{what}: longer than {args.timeout} s") from exc
-                raise
-            finally:
-                timer.cancel()
-
-        reads = rounds({f: (lambda run, f=f: bounded(f"read {f} {run}", lambda: spark_read(
-            spark, f, bootstrap, topic, args.records))) for f in formats}, args.rounds)
-        writes: dict[str, list[float]] = {}
-        if args.write_records:
-            writes = rounds({f: (lambda run, f=f: bounded(f"write {f} {run}", lambda: spark_write(
-                spark, f, bootstrap, args.partitions, args.write_records, args.size, run))) for f in formats},
-                args.rounds)
-        spark.stop()
-
-        print(f"\n{platform.node()} · nproc {os.cpu_count()} · Python {platform.python_version()} · "
-              f"Spark {pyspark.__version__} {master} · {args.partitions} partitions, values of {args.size} B · "
-              f"median of {args.rounds} rounds, order alternating")
-        missing = f"not run: {package.reason}"
-        kafka_name = f'Spark format("kafka") ({package.coordinate.rsplit(":", 1)[-1]})' if package.installed \
-            else 'Spark format("kafka")'
-        if package.note:
-            print(f"\nformat(\"kafka\"): {package.note}")
-        table(f"read {args.records} records", [("plain confluent-kafka Consumer", plain),
-                                                ('Spark format("odradek") -> noop', reads["odradek"]),
-                                                (kafka_name + " -> noop", reads.get("kafka", missing))],
-              args.records, args.size)
-        if args.write_records:
-            table(f"batch write {args.write_records} records", [('Spark format("odradek")', writes["odradek"]),
-                                                                (kafka_name, writes.get("kafka", missing))],
-                  args.write_records, args.size)
-        return 0
+        ctx = {"bootstrap": bootstrap, "broker_pid": broker_pid, "topic": topic, "tmp": tmp.name}
+        spark_parts = [p for p in args.parts if p in ("local", "cluster")]
+        if spark_parts:
+            t = time.perf_counter()
+            fill(bootstrap, topic, args.partitions, args.records, args.size)
+            log(f"filled {args.records} x {args.size} B into {args.partitions} partitions in "
+                f"{time.perf_counter() - t:.1f} s")
+            for _ in range(args.rounds):
+                part["plain"].append(metered(broker_pid, lambda: plain_consumer(
+                    bootstrap, topic, args.partitions, args.records, args.timeout)))
+                log(f"plain consumer: {part['plain'][-1]['s']:.2f} s")
+        if "local" in args.parts:
+            part["configs"] += run_local(args, ctx)
+        if "cluster" in args.parts:
+            part["configs"] += run_cluster(args, ctx)
+            part["cluster_start_s"] = ctx.get("cluster_start_s")
+        if "delta" in args.parts:
+            part["delta"] = delta_sync_lag(args, ctx)
+        part["spark"] = next((c["spark"] for c in part["configs"] if c.get("spark")), None)
+        part["wall_s"] = time.perf_counter() - t_start
+        return native.publish("spark", part, render)
     finally:
-        if proc is not None:
-            proc.send_signal(signal.SIGTERM)
-            try:
-                proc.wait(30)
-            except subprocess.TimeoutExpired:
-                proc.kill()
+        if broker is not None:
+            broker.stop()
         tmp.cleanup()
 
 
