@@ -16,7 +16,8 @@ bytes; then
   machine's core count), each in a subprocess of its own (a SparkSession's master is fixed for its process);
 * part `cluster`: a Spark standalone master (odradek.spark.standalone) and 1 one-core worker, one application
   on `spark://...`; then a second worker joins and a new application runs on both (--workers);
-* part `delta`: the hook for the Delta sync lag measurement (`delta_sync_lag`), not measured yet.
+* part `delta`: the lag of `odradek tables sync` (append mode) behind a producer of --delta-rate records/s
+  (`delta_sync_lag`).
 In every application:
 * spark read: spark.read.format(F) ... .write.format("noop") for F = "odradek" (Arrow batches from Python
   workers, one task per partition) and F = "kafka" (Spark's own connector, JVM only, one task per partition),
@@ -350,12 +351,92 @@ def run_cluster(args: argparse.Namespace, ctx: dict) -> list[dict]:
     return configs
 
 
+def delta_commits(table: Path) -> list[tuple[float, int]]:
+    """(commit time s, rows written) of every commit of a Delta table so far, in version order."""
+    out = []
+    for commit in sorted((table / "_delta_log").glob("*.json")):
+        try:
+            lines = commit.read_text().splitlines()
+        except OSError:
+            continue
+        for line in lines:
+            info = json.loads(line).get("commitInfo") if line.strip() else None
+            if info is not None:
+                out.append((info["timestamp"] / 1000, int(info.get("operationMetrics", {}).get("numOutputRows", 0))))
+    return out
+
+
 def delta_sync_lag(args: argparse.Namespace, ctx: dict) -> dict:
-    """HOOK, not measured yet: the Delta sync lag (how long after a record is produced it is readable in the
-    Delta table the connector syncs to). To add it: measure here with ctx["bootstrap"] (the broker),
-    ctx["broker_pid"] (for metered()) and ctx["tmp"] (a scratch directory), a Spark application through
-    run_application() if it needs one; return the figures as a dict, and render them in render_delta()."""
-    return {"measured": False, "note": "not measured yet: the hook is delta_sync_lag() in bench/spark_read.py"}
+    """`odradek tables sync` (append mode, --trigger-seconds) on a one-partition topic while a producer
+    writes --delta-rate records/s of --size B for --delta-seconds. A record's lag is the commit time (in the
+    table's log) of the commit that holds it minus the time it was handed to the producer; with one partition
+    the table's rows arrive in offset order, so the commit of record k is the first whose running row count
+    reaches k."""
+    from confluent_kafka import Producer
+
+    topic, table = f"bench-delta-{int(time.time())}", Path(ctx["tmp"]) / "delta-table"
+    create_topic(ctx["bootstrap"], topic, 1)
+    producer = Producer({"bootstrap.servers": ctx["bootstrap"], "linger.ms": 5})
+    producer.produce(topic, b"warm-up")  # the sync's first commit: the JVM is up and the query running
+    producer.flush(30)
+    cmd = [sys.executable, "-m", "odradek", "tables", "sync", "--bootstrap", ctx["bootstrap"], "--topic", topic,
+           "--path", str(table), "--trigger-seconds", str(args.delta_trigger), "--master", "local[1]",
+           "--conf", "spark.ui.enabled=false", "--log-level", "WARNING"]
+    log(f"delta: odradek tables sync, then {args.delta_rate:,} records/s for {args.delta_seconds:.0f} s")
+    with tempfile.TemporaryFile("w+") as out:
+        proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, start_new_session=True,
+                                env={**os.environ, "SPARK_LOCAL_IP": "127.0.0.1"})
+        try:
+            deadline = time.monotonic() + SPARK_START_S
+            while sum(n for _, n in delta_commits(table)) < 1:
+                if proc.poll() is not None or time.monotonic() > deadline:
+                    out.seek(0)
+                    return {"measured": False, "note": f"the sync did not start: {out.read()[-400:]}"}
+                time.sleep(0.2)
+            total = int(args.delta_rate * args.delta_seconds)
+            sent: list[float] = []
+            payload = b"x" * args.size
+            began = time.time()
+            for i in range(total):
+                wait = began + i / args.delta_rate - time.time()
+                if wait > 0:
+                    time.sleep(wait)
+                while True:
+                    try:
+                        producer.produce(topic, payload)
+                        break
+                    except BufferError:
+                        producer.poll(0.01)
+                sent.append(time.time())
+                if i % 1000 == 0:
+                    producer.poll(0)
+            producer.flush(60)
+            produced_s = time.time() - began
+            deadline = time.monotonic() + args.timeout
+            while sum(n for _, n in delta_commits(table)) < total + 1 and time.monotonic() < deadline:
+                if proc.poll() is not None:
+                    break
+                time.sleep(0.2)
+            commits = delta_commits(table)
+        finally:
+            try:
+                os.killpg(proc.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+            proc.wait()
+    lags, landed, k = [], -1, 0  # the warm-up record is row 0
+    for at, n in commits:
+        landed += n
+        while k < total and k < landed:
+            lags.append(at - sent[k])
+            k += 1
+    if not lags:
+        return {"measured": False, "note": "no produced record reached the table"}
+    lags.sort()
+    pick = lambda q: lags[min(len(lags) - 1, int(q * len(lags)))]  # noqa: E731
+    return {"measured": True, "records": total, "landed": len(lags), "rate": args.delta_rate,
+            "achieved_rate": total / produced_s, "trigger_s": args.delta_trigger, "commits": len(commits),
+            "p50_s": pick(0.50), "p95_s": pick(0.95), "p99_s": pick(0.99), "max_s": lags[-1]}
 
 
 # --------------------------------------------------------------------------------------------------
@@ -455,7 +536,16 @@ def targets(part: dict, ratios: dict) -> list[str]:
 
 
 def render_delta(delta: dict) -> list[str]:
-    return ["", "## Delta sync lag", "", delta.get("note", ""), ""]
+    lines = ["", "## Delta sync lag (odradek tables sync, append mode)", ""]
+    if not delta.get("measured"):
+        return lines + [delta.get("note", ""), ""]
+    return lines + [
+        f"{delta['records']:,} records produced at {delta['achieved_rate']:,.0f}/s (asked {delta['rate']:,}/s) to "
+        f"one partition; micro-batch trigger {delta['trigger_s']:g} s, local[1]; lag = commit time of the "
+        "record's row in the table's log − the time the record was handed to the producer.", "",
+        "| landed | commits | p50 s | p95 s | p99 s | max s |", "|---:|---:|---:|---:|---:|---:|",
+        f"| {delta['landed']:,} of {delta['records']:,} | {delta['commits']} | {delta['p50_s']:.2f} | "
+        f"{delta['p95_s']:.2f} | {delta['p99_s']:.2f} | {delta['max_s']:.2f} |", ""]
 
 
 def render(part: dict) -> str:
@@ -539,6 +629,9 @@ def main() -> int:
     ap.add_argument("--formats", type=csv_of(str, FORMATS), default=list(FORMATS))
     ap.add_argument("--bootstrap", default=None, help="a running broker (its CPU is then not read)")
     ap.add_argument("--timeout", type=float, default=300.0, help="per phase, seconds")
+    ap.add_argument("--delta-rate", type=int, default=10_000, help="part delta: records/s produced")
+    ap.add_argument("--delta-seconds", type=float, default=60.0, help="part delta: how long to produce")
+    ap.add_argument("--delta-trigger", type=float, default=1.0, help="part delta: the sync's trigger, seconds")
     args = ap.parse_args()
     if args.records < 1 or args.rounds < 1 or args.write_records < 0 or min(args.local_cores + args.workers) < 1:
         ap.error("--records, --rounds, --local-cores and --workers must be at least 1, --write-records at least 0")
