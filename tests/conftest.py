@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -21,9 +20,9 @@ START_TIMEOUT_S = 20.0
 
 
 def free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+    from odradek.tools.zookeeper import pick_free_port
+
+    return pick_free_port("127.0.0.1")
 
 
 class Placement(Protocol):

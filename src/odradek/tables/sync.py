@@ -23,8 +23,8 @@ Modes:
 
 Schema evolution: columns come from the latest schema when a query starts. A running sync asks the registry
 every --check-seconds for the subject's latest id and, when a new version appeared, restarts that topic's
-query from its checkpoint: the new columns are added to the table (`mergeSchema` in append mode, Delta's
-schema auto-merge in upsert mode); earlier rows hold null in them. Only Avro values are decoded: the
+query from its checkpoint: the new columns are added to the table (`mergeSchema` in append mode, MERGE's
+schema evolution in upsert mode); earlier rows hold null in them. Only Avro values are decoded: the
 Spark connector decodes Avro only (docs/spark.md).
 """
 
@@ -50,9 +50,10 @@ METADATA_COLUMNS = ("key", "topic", "partition", "offset", "timestamp", "date")
 CHECKPOINT_DIR = "_odradek_checkpoint"  # inside the table's directory: Delta ignores names starting with _
 SYNC_ID_FILE = "odradek-sync.json"
 # Session settings of the job: Delta's snapshot state in few partitions (the default 50 tasks per table
-# read is made for large tables on large clusters), and new columns merged into the table in MERGE.
-SESSION_DEFAULTS = {"spark.databricks.delta.snapshotPartitions": "4",
-                    "spark.databricks.delta.schema.autoMerge.enabled": "true"}
+# read is made for large tables on large clusters). Schema evolution is asked for per write instead of with
+# the session-wide spark.databricks.delta.schema.autoMerge.enabled, which also makes Spark's V2 writes of
+# other formats in the same session fail (an internal error merging write options, Spark 4.2 + Delta 4.4).
+SESSION_DEFAULTS = {"spark.databricks.delta.snapshotPartitions": "4"}
 
 
 class SyncError(RuntimeError):
@@ -194,7 +195,7 @@ def upsert_batch(spec: TableSpec, app_id: str) -> Any:
                 _idempotent(spark, app_id, 2 * batch_id)
                 (table.alias("t").merge(deletes.alias("s"), "t.key = s.key").whenMatchedDelete().execute())
                 _idempotent(spark, app_id, 2 * batch_id + 1)
-                (table.alias("t").merge(rows.alias("s"), "t.key = s.key")
+                (table.alias("t").merge(rows.alias("s"), "t.key = s.key").withSchemaEvolution()
                  .whenMatchedUpdateAll().whenNotMatchedInsertAll().execute())
             finally:
                 _clear_idempotent(spark)

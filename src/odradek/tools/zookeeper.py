@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import random
 import socket
 import subprocess
 import time
@@ -104,8 +105,27 @@ def zookeeper_unavailable() -> str | None:
     return None
 
 
+def _ephemeral_low() -> int:
+    try:
+        return int(open("/proc/sys/net/ipv4/ip_local_port_range").read().split()[0])
+    except (OSError, ValueError, IndexError):
+        return 32768
+
+
 def pick_free_port(host: str) -> int:
-    """A port nothing listens on right now (the OS's choice); it may be taken again before it is used."""
+    """A port nothing listens on right now, chosen at random below the kernel's ephemeral range: the OS
+    hands ports of that range to every outgoing connection, so a port picked there (bind to 0) may be a
+    client's before the server that was to listen on it starts; below it only another pick can collide."""
+    low = min(_ephemeral_low(), 65536)
+    rng = random.SystemRandom()
+    for _ in range(200):
+        port = rng.randrange(10_000, low) if low > 11_000 else 0
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+            try:
+                s.bind((host, port))
+            except OSError:
+                continue
+            return s.getsockname()[1]
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
         s.bind((host, 0))
         return s.getsockname()[1]
