@@ -238,15 +238,33 @@ class Tracked:
         if not self.closed:
             self.closed = True
             self.commit()
-            try:
-                self.consumer.close()
-            except:  # noqa: E722 - see below: not an exception class, so nothing narrower catches it
-                # confluent-kafka 2.16 (group.protocol=consumer) may raise a bare KafkaError, which is not an
-                # exception class, when close() races the assignment it is still fetching: pytest cannot
-                # catch it and its worker dies. The handle is destroyed either way; anything else goes on up.
-                err = sys.exc_info()[1]
-                if not (isinstance(err, KafkaError) and err.code() == KafkaError._DESTROY):
-                    raise
+            close_bounded(self.consumer)
+
+
+CLOSE_TIMEOUT_S = 30.0
+
+
+def close_bounded(consumer: Consumer) -> None:
+    """consumer.close(), given CLOSE_TIMEOUT_S in a thread of its own. confluent-kafka 2.16 with
+    group.protocol=consumer may, when close() races an assignment it is still fetching, either block in C
+    (out of pytest-timeout's reach: the whole xdist worker hung in CI) or raise a bare KafkaError, which is not
+    an exception class (pytest cannot catch it and its worker dies). The handle is being destroyed either way,
+    and closing is not what these tests check; any other error is re-raised here."""
+    failure: list[BaseException] = []
+
+    def run() -> None:
+        try:
+            consumer.close()
+        except:  # noqa: E722 - a bare KafkaError is not an exception class: nothing narrower catches it
+            err = sys.exc_info()[1]
+            if not (isinstance(err, KafkaError) and err.code() == KafkaError._DESTROY):
+                failure.append(err if isinstance(err, BaseException) else RuntimeError(repr(err)))
+
+    closer = threading.Thread(target=run, name="consumer-close", daemon=True)
+    closer.start()
+    closer.join(CLOSE_TIMEOUT_S)
+    if failure:
+        raise failure[0]
 
 
 def poll_until(members: list[Tracked], condition: Callable[[], bool], seconds: float, message: str) -> None:
