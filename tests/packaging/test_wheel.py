@@ -37,7 +37,6 @@ import queue
 import re
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import threading
@@ -50,6 +49,8 @@ from typing import Iterator
 import pytest
 from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
+
+from tests.conftest import free_port
 
 pytestmark = [pytest.mark.packaging, pytest.mark.timeout(600)]
 
@@ -76,12 +77,6 @@ ENV_DROP = ("PYTHONPATH", "PYTHONHOME", "PYTHONSTARTUP", "PYTHONUSERBASE", "VIRT
 def assert_no_crash(text: str, what: str) -> None:
     for word in ("Traceback", "ModuleNotFoundError"):
         assert word not in text, f"{what}: output contains {word!r}:\n{text[-6000:]}"
-
-
-def free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 @dataclass

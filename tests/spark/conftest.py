@@ -99,3 +99,13 @@ def spark(kafka_package_status, delta_package_status) -> Iterator:
     # No register(): format("odradek") must be found through the installed pyspark_odradek module.
     yield session
     session.stop()
+
+
+@pytest.fixture(scope="module")
+def registry(broker, tmp_path_factory) -> Iterator:
+    """`odradek registry` on the module's broker (a process of its own, one per module)."""
+    from interop.test_schema_registry import RegistryProcess
+
+    r = RegistryProcess(broker.bootstrap, tmp_path_factory.mktemp("registry") / "registry.log").start()
+    yield r
+    r.stop()

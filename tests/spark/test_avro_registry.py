@@ -10,7 +10,7 @@ import datetime
 import decimal
 import json
 import struct
-from typing import Any, Iterator
+from typing import Any
 
 import pytest
 
@@ -22,7 +22,6 @@ from confluent_kafka.schema_registry import Schema, SchemaRegistryClient  # noqa
 from confluent_kafka.schema_registry.avro import AvroSerializer  # noqa: E402
 from confluent_kafka.serialization import MessageField, SerializationContext  # noqa: E402
 from interop.helpers import flush_fully, producer_config  # noqa: E402
-from interop.test_schema_registry import RegistryProcess  # noqa: E402
 
 from .util import create_topic, stream_run  # noqa: E402
 
@@ -45,13 +44,6 @@ USER_V1 = json.dumps({"type": "record", "name": "User", "namespace": "test",
 USER_V2 = json.dumps({"type": "record", "name": "User", "namespace": "test",
                       "fields": [{"name": "name", "type": "string"}, {"name": "age", "type": "int", "default": -1}]})
 BASE_MS = 1_700_000_000_000
-
-
-@pytest.fixture(scope="module")
-def registry(broker, tmp_path_factory) -> Iterator[RegistryProcess]:
-    r = RegistryProcess(broker.bootstrap, tmp_path_factory.mktemp("registry") / "registry.log").start()
-    yield r
-    r.stop()
 
 
 def produce_avro(broker, registry, topic: str, schema: str, values: list[Any], keys: list[Any] | None = None,

@@ -14,7 +14,7 @@ import signal
 import subprocess
 import sys
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 import pytest
 
@@ -36,13 +36,6 @@ EVENT_V2 = json.dumps({"type": "record", "name": "Event", "namespace": "shop", "
     {"name": "name", "type": "string"}, {"name": "n", "type": "long"},
     {"name": "region", "type": "string", "default": "none"}]})
 ROOT = Path(__file__).resolve().parents[2]
-
-
-@pytest.fixture(scope="module")
-def registry(broker, tmp_path_factory) -> Iterator[RegistryProcess]:
-    r = RegistryProcess(broker.bootstrap, tmp_path_factory.mktemp("registry") / "registry.log").start()
-    yield r
-    r.stop()
 
 
 def sync_once(spark, broker, topic: str, path: Path, mode: str, registry: RegistryProcess | None = None) -> None:
