@@ -25,7 +25,7 @@ def main() -> int:
     spark.sparkContext.setLogLevel("WARN")
     register(spark)
     df = (spark.readStream.format("odradek").option("kafka.bootstrap.servers", bootstrap).option("subscribe", src)
-          .option("startingOffsets", "earliest").option("maxOffsetsPerTrigger", "10").load())
+          .option("startingOffsets", "earliest").option("maxOffsetsPerTrigger", "30").load())
     trigger = {"availableNow": True} if mode == "availableNow" else {"processingTime": "200 milliseconds"}
     q = (df.selectExpr("key", "value").writeStream.format("odradek").option("kafka.bootstrap.servers", bootstrap)
          .option("topic", dst).option("exactlyOnce", "true").option("checkpointLocation", checkpoint)

@@ -75,7 +75,7 @@ def test_killed_query_restarts_without_duplicates(transactions, broker, spark, t
     if crc.exists():
         crc.unlink()
     df = (spark.readStream.format("odradek").option("kafka.bootstrap.servers", broker.bootstrap)
-          .option("subscribe", src).option("startingOffsets", "earliest").option("maxOffsetsPerTrigger", "10").load())
+          .option("subscribe", src).option("startingOffsets", "earliest").option("maxOffsetsPerTrigger", "30").load())
     q = (df.selectExpr("key", "value").writeStream.format("odradek").option("kafka.bootstrap.servers", broker.bootstrap)
          .option("topic", dst).option("exactlyOnce", "true").option("checkpointLocation", str(checkpoint))
          .trigger(availableNow=True).start())
