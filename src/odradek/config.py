@@ -246,6 +246,10 @@ BROKER_PROPERTIES: dict[str, Property] = {
         Property("zookeeper.connection.timeout.ms", _parse_int, None,
                  doc="How long the broker waits to first reach ZooKeeper; unset uses zookeeper.session.timeout.ms "
                      "(milliseconds)."),
+        # -- the Kafka 0.7 listener (legacy07/, docs/kafka07.md) --
+        Property("legacy.zookeeper.chroot", str, "/kafka07", lambda v: isinstance(v, str) and v.startswith("/"),
+                 doc="ZooKeeper path under which a broker with a KAFKA07 listener registers itself and its topics "
+                     "for ZooKeeper-based Kafka 0.7 clients, apart from the cluster's own tree."),
         Property("broker.rack", str, None,
                  doc="Rack this broker stands in, used to spread each partition's replicas over racks; unset for "
                      "none."),
