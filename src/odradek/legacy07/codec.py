@@ -280,14 +280,16 @@ def decode_offsets_body(body: bytes) -> list[int]:
 
 # -- messages ----------------------------------------------------------------------------------------------
 
-def encode_message(payload: bytes | bytearray | memoryview, codec: int = compression.NONE) -> bytes:
-    """One magic-1 message: length, magic 1, attributes (the codec), CRC-32 of the payload, payload."""
+def encode_message(payload: bytes | bytearray | memoryview, codec: int = compression.NONE, magic: int = 1) -> bytes:
+    """One message: length, magic, attributes (the codec; magic 1 only), CRC-32 of the payload, payload."""
+    if magic == 0:
+        return _MESSAGE_V0.pack(len(payload) + 5, 0, zlib.crc32(payload)) + bytes(payload)
     return _MESSAGE_V1.pack(len(payload) + 6, 1, codec, zlib.crc32(payload)) + bytes(payload)
 
 
-def message_size(payload_length: int) -> int:
-    """The bytes a magic-1 message with a payload of ``payload_length`` bytes takes, length field included."""
-    return payload_length + MESSAGE_V1_OVERHEAD
+def message_size(payload_length: int, magic: int = 1) -> int:
+    """The bytes a message with a payload of ``payload_length`` bytes takes, length field included."""
+    return payload_length + MESSAGE_V1_OVERHEAD - (1 - magic)
 
 
 def encode_compressed(payloads: list[bytes], codec: int) -> bytes:

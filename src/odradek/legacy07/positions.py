@@ -8,10 +8,15 @@ records' values, compressed again with the batch's codec (deterministic: same re
 control batch is nothing. The position of a message is the position of the log's first batch plus the sizes
 of the messages before it.
 
+A listener serving magic 0 (the 0.6 format, `legacy.message.magic=0`) sees every record as one magic-0
+message, 9 + len(value) bytes, compressed batches included (magic 0 has no codec): a position space of its
+own, with a file and an index of its own.
+
 Stability when the log start moves (retention, DeleteRecords): the first batch's position is kept in a small
 file beside the segments, ``kafka07.positions``, written whenever the start moves, just before it does (the
 ``PartitionLog.start_moving_hooks`` call, while the records below the new start can still be read)::
 
+    (kafka07-magic0.positions for magic 0)
     entries       n times 16 bytes, oldest first
       offset      int64    base offset of a batch that was once the first of the log
       position    int64    its 0.7 position
@@ -49,7 +54,7 @@ from .codec import encode_compressed, encode_message
 
 log = logging.getLogger(__name__)
 
-POSITIONS_FILE = "kafka07.positions"
+POSITIONS_FILES = {1: "kafka07.positions", 0: "kafka07-magic0.positions"}
 INDEX_INTERVAL = 4096
 READ_CHUNK = 1 << 20
 _ENTRY = struct.Struct(">qq")
@@ -64,14 +69,15 @@ class FetchTooSmall(ValueError):
     """The message at the position is bigger than the fetch's max size (0.7's InvalidFetchSize)."""
 
 
-def batch_messages(buf: bytes | bytearray | memoryview, pos: int = 0) -> tuple[BatchHeader, list[bytes]]:
-    """The stored v2 batch at ``pos`` as 0.7 messages (see the module docstring)."""
+def batch_messages(buf: bytes | bytearray | memoryview, pos: int = 0, magic: int = 1
+                   ) -> tuple[BatchHeader, list[bytes]]:
+    """The stored v2 batch at ``pos`` as 0.7 messages of ``magic`` (see the module docstring)."""
     header, records = decode_batch(buf, pos)
     if header.is_control or not records:
         return header, []
-    if header.compression in _WRAPPED_CODECS:
+    if magic == 1 and header.compression in _WRAPPED_CODECS:
         return header, [encode_compressed([r.value or b"" for r in records], header.compression)]
-    return header, [encode_message(r.value or b"") for r in records]
+    return header, [encode_message(r.value or b"", magic=magic) for r in records]
 
 
 def read_anchors(path: Path) -> list[tuple[int, int]]:
@@ -86,9 +92,10 @@ def read_anchors(path: Path) -> list[tuple[int, int]]:
 class PositionIndex:
     """The positions of one partition's log (see the module docstring)."""
 
-    def __init__(self, plog: PartitionLog) -> None:
+    def __init__(self, plog: PartitionLog, magic: int = 1) -> None:
         self.log = plog
-        self._path = plog.directory / POSITIONS_FILE
+        self.magic = magic
+        self._path = plog.directory / POSITIONS_FILES[magic]
         self._anchors = read_anchors(self._path)
         self._reset()
 
@@ -137,7 +144,7 @@ class PositionIndex:
                     continue
                 if header.base_offset >= until_offset:
                     return
-                header, messages = batch_messages(data, pos)
+                header, messages = batch_messages(data, pos, self.magic)
                 if header.base_offset in bases:
                     self._segment_positions[header.base_offset] = position
                 yield header, position, messages
@@ -246,16 +253,20 @@ class PositionIndex:
 
 
 class PositionIndexes:
-    """The PositionIndex of every partition log asked about, created on first use; keeps the positions
-    files current as log starts move (registered in ``PartitionLog.start_moving_hooks`` by ``install``)."""
+    """The PositionIndex of every partition log asked about, per magic served, created on first use; keeps
+    the positions files current as log starts move (registered in ``PartitionLog.start_moving_hooks`` by
+    ``install``)."""
 
-    def __init__(self) -> None:
-        self._indexes: weakref.WeakKeyDictionary[PartitionLog, PositionIndex] = weakref.WeakKeyDictionary()
+    def __init__(self, magics: set[int]) -> None:
+        self.magics = magics  # those the listeners serve
+        self._indexes: weakref.WeakKeyDictionary[PartitionLog, dict[int, PositionIndex]] = \
+            weakref.WeakKeyDictionary()
 
-    def of(self, plog: PartitionLog) -> PositionIndex:
-        index = self._indexes.get(plog)
+    def of(self, plog: PartitionLog, magic: int = 1) -> PositionIndex:
+        by_magic = self._indexes.setdefault(plog, {})
+        index = by_magic.get(magic)
         if index is None:
-            index = self._indexes[plog] = PositionIndex(plog)
+            index = by_magic[magic] = PositionIndex(plog, magic)
         return index
 
     def install(self) -> None:
@@ -268,6 +279,7 @@ class PositionIndexes:
 
     def _start_moving(self, plog: PartitionLog, new_start: int) -> None:
         try:
-            self.of(plog).start_moving(new_start)
+            for magic in self.magics:
+                self.of(plog, magic).start_moving(new_start)
         except Exception:  # the log's own work goes on; only the 0.7 positions may suffer
             log.exception("%s: cannot record the 0.7 position of the new log start %d", plog.directory, new_start)

@@ -6,6 +6,7 @@ must come back in request order, and its clients wait for each. A frame shorter 
 longer than `socket.request.max.bytes`, one that does not parse, or a produced set that is corrupt closes the
 connection (0.7's brokers did the same); an unexpected error closes it too, logged, and the broker goes on.
 
+Each listener serves messages of its `legacy.message.magic` (1, or 0 for 0.6-format readers).
 With `zookeeper.connect` set, the first KAFKA07 listener is also registered for 0.7 clients (registry.py).
 
 Concurrency: owned by the event loop.
@@ -14,6 +15,7 @@ Concurrency: owned by the event loop.
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import struct
 
@@ -35,7 +37,9 @@ class Kafka07Server:
     def __init__(self, broker: Broker, listeners: tuple[Listener, ...]) -> None:
         self.broker = broker
         self.listeners = listeners
-        self.service = Kafka07Service(broker)
+        # the magic each listener serves (legacy.message.magic, per listener)
+        self.magics = {b.name: int(broker.config.for_listener(b.name, "legacy.message.magic")) for b in listeners}
+        self.service = Kafka07Service(broker, set(self.magics.values()))
         self.max_request = broker.config.int("socket.request.max.bytes")
         self.ports: dict[str, int] = {}  # listener name → bound port
         self._servers: list[asyncio.Server] = []
@@ -46,11 +50,13 @@ class Kafka07Server:
         """Bind every listener (OSError when one cannot be) and keep the positions files current."""
         try:
             for listener in self.listeners:
-                server = await asyncio.start_server(self._serve, listener.host or None, listener.port,
+                serve = functools.partial(self._serve, self.magics[listener.name])
+                server = await asyncio.start_server(serve, listener.host or None, listener.port,
                                                     reuse_address=True)
                 self._servers.append(server)
                 self.ports[listener.name] = server.sockets[0].getsockname()[1]
-                log.info("listener %s (Kafka 0.7) on %s:%d", listener.name, listener.host, self.ports[listener.name])
+                log.info("listener %s (Kafka 0.7, messages of magic %d) on %s:%d", listener.name,
+                         self.magics[listener.name], listener.host, self.ports[listener.name])
         except OSError:
             self._close_servers()
             raise
@@ -69,7 +75,7 @@ class Kafka07Server:
         if self.registry is not None:
             self.registry.refresh()
 
-    async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+    async def _serve(self, magic: int, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         task = asyncio.current_task()
         if task is not None:
             self._connections.add(task)
@@ -84,7 +90,7 @@ class Kafka07Server:
                     log.info("0.7 connection %s: frame of %d bytes, closing", peer, length)
                     return
                 frame = await reader.readexactly(length)
-                response = await self.service.handle(frame)
+                response = await self.service.handle(frame, magic)
                 if response is not None:
                     writer.write(response)
                     await writer.drain()

@@ -73,13 +73,14 @@ class PartitionRefused(Exception):
 class Kafka07Service:
     """Answers decoded 0.7 requests from the broker's partitions."""
 
-    def __init__(self, broker: Broker) -> None:
+    def __init__(self, broker: Broker, magics: set[int]) -> None:
         self.broker = broker
-        self.positions = PositionIndexes()
+        self.positions = PositionIndexes(magics)
 
-    async def handle(self, frame: bytes | bytearray | memoryview) -> bytes | None:
-        """The response frame to a request frame (without its length prefix), None for the produce requests.
-        MalformedRequest: the frame does not parse; InvalidMessage: a produced set is corrupt."""
+    async def handle(self, frame: bytes | bytearray | memoryview, magic: int = 1) -> bytes | None:
+        """The response frame to a request frame (without its length prefix), None for the produce requests;
+        ``magic``: that of the messages served. MalformedRequest: the frame does not parse; InvalidMessage: a
+        produced set is corrupt."""
         kind, request = decode_request(frame)
         if kind == RequestType.PRODUCE:
             assert isinstance(request, ProduceRequest)
@@ -91,12 +92,12 @@ class Kafka07Service:
             return None
         if kind == RequestType.FETCH:
             assert isinstance(request, FetchRequest)
-            return encode_fetch_response(*self.fetch(request))
+            return encode_fetch_response(*self.fetch(request, magic))
         if kind == RequestType.MULTIFETCH:
             assert isinstance(request, list)
-            return encode_multifetch_response([self.fetch(f) for f in request])  # type: ignore[arg-type]
+            return encode_multifetch_response([self.fetch(f, magic) for f in request])  # type: ignore[arg-type]
         assert isinstance(request, OffsetsRequest)
-        return encode_offsets_response(*self.offsets(request))
+        return encode_offsets_response(*self.offsets(request, magic))
 
     # -- produce --------------------------------------------------------------------------------------
 
@@ -180,7 +181,7 @@ class Kafka07Service:
 
     # -- fetch and offsets ----------------------------------------------------------------------------
 
-    def fetch(self, request: FetchRequest) -> tuple[int, bytes]:
+    def fetch(self, request: FetchRequest, magic: int = 1) -> tuple[int, bytes]:
         """(0.7 error code, message set) for one partition."""
         if self.broker.metadata.topic(request.topic) is None:
             return ErrorCode07.NONE, b""
@@ -188,7 +189,7 @@ class Kafka07Service:
             return ErrorCode07.INVALID_FETCH_SIZE, b""
         try:
             partition = self._partition(request.topic, request.partition)
-            return ErrorCode07.NONE, self.positions.of(partition.log).read(request.offset, request.max_size)
+            return ErrorCode07.NONE, self.positions.of(partition.log, magic).read(request.offset, request.max_size)
         except PartitionRefused as exc:
             return exc.error, b""
         except PositionOutOfRange:
@@ -199,13 +200,13 @@ class Kafka07Service:
             log.error("0.7 fetch from %s-%d failed: %s", request.topic, request.partition, exc)
             return ErrorCode07.UNKNOWN, b""
 
-    def offsets(self, request: OffsetsRequest) -> tuple[int, list[int]]:
+    def offsets(self, request: OffsetsRequest, magic: int = 1) -> tuple[int, list[int]]:
         """(0.7 error code, positions) for one partition."""
         if self.broker.metadata.topic(request.topic) is None:
             return ErrorCode07.NONE, [0] if request.time in (LATEST_TIME, EARLIEST_TIME) else []
         try:
             partition = self._partition(request.topic, request.partition)
-            index = self.positions.of(partition.log)
+            index = self.positions.of(partition.log, magic)
             entries = index.segment_starts()
         except PartitionRefused as exc:
             return exc.error, []
