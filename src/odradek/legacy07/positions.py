@@ -203,10 +203,14 @@ class PositionIndex:
 
     @property
     def start_position(self) -> int:
+        """The position of the log's first batch."""
+        self.catch_up()
         return self._start_position
 
     @property
     def end_position(self) -> int:
+        """The position after the last batch below the high watermark."""
+        self.catch_up()
         return self._end_position
 
     def read(self, position: int, max_size: int) -> bytes:
