@@ -21,8 +21,13 @@ from typing import Iterator
 
 import pytest
 
-from tests.cluster.conftest import cluster_factory, zookeeper, zookeeper_factory  # noqa: F401 - fixtures
+from tests.cluster import conftest as cluster_fixtures
 from tests.conftest import BrokerProcess, free_port
+
+# ZooKeeper and cluster fixtures for test_zookeeper.py, shared with tests/cluster
+zookeeper_factory = cluster_fixtures.zookeeper_factory
+zookeeper = cluster_fixtures.zookeeper
+cluster_factory = cluster_fixtures.cluster_factory
 
 NPM_PACKAGES = ("prozess@0.7.0", "kafka@0.2.3")
 NODE_CACHE = Path(os.environ.get("ODRADEK_NODE07_CACHE", Path.home() / ".cache" / "odradek" / "node07"))
