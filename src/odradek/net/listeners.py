@@ -35,10 +35,11 @@ from odradek.net.sasl_client import inter_broker_sasl
 SECURITY_PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
 # Kafka's SecurityProtocol ids, as UpdateMetadata carries them.
 SECURITY_PROTOCOL_IDS = {name: i for i, name in enumerate(SECURITY_PROTOCOLS)}
-# The Kafka 0.7 wire protocol (plaintext): served by legacy07/server.py, not by net/connection.py.
-KAFKA07 = "KAFKA07"
 # `listener.security.protocol.map` unset: each protocol name is a listener name of that protocol.
-DEFAULT_PROTOCOL_MAP = {name: name for name in (*SECURITY_PROTOCOLS, KAFKA07)}
+DEFAULT_PROTOCOL_MAP = {name: name for name in SECURITY_PROTOCOLS}
+# The Kafka 0.7 wire protocol (plaintext): served by legacy07/server.py, not by net/connection.py. A listener
+# named KAFKA07 speaks it unless the map says otherwise.
+KAFKA07 = "KAFKA07"
 
 _LISTENER = re.compile(r"^([A-Za-z0-9_.-]+)://(\[[^\]]*\]|[^:\[\]]*):(\d+)$")
 
@@ -127,7 +128,7 @@ def listener_setup(config: BrokerConfig, listen: tuple[str, int] | None = None,
                    advertise: tuple[str, int] | None = None) -> ListenerSetup:
     """The listeners from the broker's properties; without `listeners`, one PLAINTEXT listener at ``listen``
     (default 127.0.0.1:9092) advertised at ``advertise``."""
-    protocols = parse_protocol_map(str(config.get("listener.security.protocol.map") or ""))
+    protocols = {KAFKA07: KAFKA07, **parse_protocol_map(str(config.get("listener.security.protocol.map") or ""))}
     text = str(config.get("listeners") or "")
     if text.strip():
         if listen is not None:
