@@ -125,18 +125,22 @@ def test_offsets_by_time(broker07_factory) -> None:
         client.produce("timed", 0, [b"x" * 90])  # a 100-byte message
         _fetch_all(client, "timed", 0, 1)
         for i in range(1, 4):
-            time.sleep(0.05)  # distinct segment times (their mtimes: 0.7 records carry no timestamp)
             client.produce("timed", 0, [b"x" * 90, b"y" * 90])  # 200 bytes: a batch fills a segment
             _fetch_all(client, "timed", 0, 1 + 2 * i)
         error, latest = client.offsets("timed", 0, codec.LATEST_TIME, max_offsets=100)
-        assert error == 0 and latest[0] == 700 and latest == sorted(latest, reverse=True) and latest[-1] == 0
-        starts = latest[1:]
+        assert error == 0 and latest == [700, 500, 300, 100, 0]  # the end, then each segment's start
         assert client.offsets("timed", 0, codec.EARLIEST_TIME, max_offsets=100) == (0, [0])
         assert client.offsets("timed", 0, 0) == (0, [])  # older than every segment
         now = int(time.time() * 1000) + 60_000
         assert client.offsets("timed", 0, now, max_offsets=100) == (0, latest)
         assert client.offsets("timed", 0, now, max_offsets=2) == (0, latest[:2])
-        for start in starts:  # each is a message start
+        # a time between: the segments not newer than it (0.7 records carry no timestamp: their files' mtimes)
+        mtimes = [f.stat().st_mtime_ns // 1_000_000
+                  for f in sorted((broker.process.data_dir / "timed-0").glob("*.log"))]
+        assert len(mtimes) == 4
+        newest_not_after = max(i for i, t in enumerate(mtimes) if t <= mtimes[1])
+        assert client.offsets("timed", 0, mtimes[1], max_offsets=100) == (0, latest[-1 - newest_not_after:])
+        for start in latest:  # each is a message start or the end
             assert client.fetch("timed", 0, start)[0] == 0
 
 

@@ -183,8 +183,15 @@ def test_positions_survive_the_log_start_moving_and_a_reopen(tmp_path: Path) -> 
         assert plog.segment_count > 2
         before = {i * 20: codec.encode_message(b"record-%03d" % i) for i in range(60)}
         second = plog.segment_base_offsets[1]
-        # no 0.7 read happened before: the hook alone records where the new start lies
+        indexes.of(plog)  # a 0.7 client asked about the partition, but read nothing of it
+        untouched = _open(tmp_path / "u-0", segment_bytes=1024)
+        for i in range(60):
+            _append(untouched, [b"record-%03d" % i])
+        # the hook alone records where the new start lies, for the partitions 0.7 clients use only
         plog.delete_records_before(second)
+        untouched.delete_records_before(second)
+        assert not (tmp_path / "u-0" / "kafka07.positions").exists()
+        untouched.close()
         assert plog.log_start_offset == second
         index = indexes.of(plog)
         assert index.start_position == second * 20

@@ -21,9 +21,9 @@ file beside the segments, ``kafka07.positions``, written whenever the start move
       offset      int64    base offset of a batch that was once the first of the log
       position    int64    its 0.7 position
 
-No file (a log the 0.7 listener never saw move) starts the first batch at position 0. A log whose first batch
-has no entry (its start moved while no KAFKA07 listener was configured) restarts its positions after the
-largest one the file records, so positions never go back.
+Only partitions 0.7 clients have asked about (those with a file) are followed. No file starts the log's
+first batch at position 0. A log whose first batch has no entry (its start moved while no KAFKA07 listener
+was configured) restarts its positions after the largest one the file records, so positions never go back.
 
 The rest is in memory, rebuilt by scanning the log from its first batch when a partition is first asked
 about: one entry (batch base offset, position) every ``INDEX_INTERVAL`` bytes of positions, plus each
@@ -282,6 +282,10 @@ class PositionIndexes:
             PartitionLog.start_moving_hooks.remove(self._start_moving)
 
     def _start_moving(self, plog: PartitionLog, new_start: int) -> None:
+        # Only the partitions 0.7 clients have used (an index now, or a file from before): the others have
+        # handed out no position to keep, and scanning every log of the broker would cost the loop dearly.
+        if plog not in self._indexes and not any((plog.directory / f).exists() for f in POSITIONS_FILES.values()):
+            return
         try:
             for magic in self.magics:
                 self.of(plog, magic).start_moving(new_start)
