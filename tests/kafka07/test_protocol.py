@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import random
+import socket
 import struct
 import time
 
@@ -115,8 +117,19 @@ def test_broken_frames_close_the_connection(broker07: Broker07) -> None:
         with Client07(HOST, broker07.kafka07_port) as client:
             client.send(frame)
             assert client.is_closed_by_peer(), frame
+    rng = random.Random(7)
+    for _ in range(40):  # garbage in frames of the right size, after a valid request type
+        body = struct.pack(">h", rng.randrange(5)) + rng.randbytes(rng.randrange(40))
+        with Client07(HOST, broker07.kafka07_port) as client:
+            client.send(struct.pack(">i", len(body)) + body)
+            client.sock.shutdown(socket.SHUT_WR)
+            deadline = time.monotonic() + 10
+            while client.sock.recv(65536) and time.monotonic() < deadline:
+                pass  # an answer (a request that parsed): the broker then sees our end and closes
+    assert "Traceback" not in broker07.process.log_tail(200_000)  # refused as bad input, never failed
     with Client07(HOST, broker07.kafka07_port) as client:  # the broker goes on
         assert client.fetch("frames", 0, 0) == (0, [])
+    assert broker07.process.is_running()
 
 
 def test_offsets_by_time(broker07_factory) -> None:
