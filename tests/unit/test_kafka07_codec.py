@@ -63,17 +63,15 @@ def test_bad_messages_are_invalid() -> None:
 
 
 def test_requests_round_trip() -> None:
-    kind, request = codec.decode_request(codec.encode_produce("t", 2, b"MSGS")[4:])
-    assert (kind, request) == (codec.RequestType.PRODUCE, codec.ProduceRequest("t", 2, b"MSGS"))
-    kind, request = codec.decode_request(codec.encode_fetch("t", 1, 1 << 40, 300)[4:])
-    assert request == codec.FetchRequest("t", 1, 1 << 40, 300)
-    kind, request = codec.decode_request(codec.encode_offsets("t", 0, -2, 5)[4:])
-    assert request == codec.OffsetsRequest("t", 0, -2, 5)
-    kind, request = codec.decode_request(codec.encode_multifetch([("a", 0, 0, 10), ("b", 1, 9, 20)])[4:])
-    assert kind == codec.RequestType.MULTIFETCH
-    assert request == [codec.FetchRequest("a", 0, 0, 10), codec.FetchRequest("b", 1, 9, 20)]
-    kind, request = codec.decode_request(codec.encode_multiproduce([("a", 0, b"x"), ("b", 3, b"yz")])[4:])
-    assert request == [codec.ProduceRequest("a", 0, b"x"), codec.ProduceRequest("b", 3, b"yz")]
+    assert codec.decode_request(codec.encode_produce("t", 2, b"MSGS")[4:]) == codec.ProduceRequest("t", 2, b"MSGS")
+    assert codec.decode_request(codec.encode_fetch("t", 1, 1 << 40, 300)[4:]) == codec.FetchRequest(
+        "t", 1, 1 << 40, 300)
+    assert codec.decode_request(codec.encode_offsets("t", 0, -2, 5)[4:]) == codec.OffsetsRequest("t", 0, -2, 5)
+    request = codec.decode_request(codec.encode_multifetch([("a", 0, 0, 10), ("b", 1, 9, 20)])[4:])
+    assert request == codec.MultiFetchRequest([codec.FetchRequest("a", 0, 0, 10), codec.FetchRequest("b", 1, 9, 20)])
+    request = codec.decode_request(codec.encode_multiproduce([("a", 0, b"x"), ("b", 3, b"yz")])[4:])
+    assert request == codec.MultiProduceRequest([codec.ProduceRequest("a", 0, b"x"),
+                                                 codec.ProduceRequest("b", 3, b"yz")])
 
 
 def test_request_frame_layout() -> None:

@@ -109,7 +109,17 @@ class OffsetsRequest:
     max_offsets: int
 
 
-Request = ProduceRequest | FetchRequest | OffsetsRequest | list[ProduceRequest] | list[FetchRequest]
+@dataclass(frozen=True)
+class MultiProduceRequest:
+    parts: list[ProduceRequest]
+
+
+@dataclass(frozen=True)
+class MultiFetchRequest:
+    fetches: list[FetchRequest]
+
+
+Request = ProduceRequest | FetchRequest | OffsetsRequest | MultiProduceRequest | MultiFetchRequest
 
 
 @dataclass(frozen=True)
@@ -172,7 +182,7 @@ class _Reader:
             raise MalformedRequest(f"{len(self.view) - self.pos} stray bytes after the request")
 
 
-def decode_request(frame: bytes | bytearray | memoryview) -> tuple[RequestType, Request]:
+def decode_request(frame: bytes | bytearray | memoryview) -> Request:
     """Decode one request frame (without its length prefix); MalformedRequest when it does not parse."""
     reader = _Reader(frame)
     (kind,) = reader.unpack(_INT16)
@@ -190,11 +200,11 @@ def decode_request(frame: bytes | bytearray | memoryview) -> tuple[RequestType, 
         time, max_offsets = reader.unpack(_OFFSETS)
         request = OffsetsRequest(topic, partition, time, max_offsets)
     elif request_type == RequestType.MULTIFETCH:
-        request = [reader.fetch() for _ in range(reader.count())]
+        request = MultiFetchRequest([reader.fetch() for _ in range(reader.count())])
     else:
-        request = [reader.produce() for _ in range(reader.count())]
+        request = MultiProduceRequest([reader.produce() for _ in range(reader.count())])
     reader.done()
-    return request_type, request
+    return request
 
 
 def _partition_header(topic: str, partition: int) -> bytes:

@@ -57,7 +57,8 @@ class Kafka07Registry:
         self.host, self.port = host, port
         self.started_ms = int(time.time() * 1000)
         config = broker.config
-        connect = legacy_connect_string(str(config.get("zookeeper.connect")), str(config.get("legacy.zookeeper.chroot")))
+        connect = legacy_connect_string(str(config.get("zookeeper.connect")),
+                                        str(config.get("legacy.zookeeper.chroot")))
         self.zk = ZkClient(connect, config.int("zookeeper.session.timeout.ms"), asyncio.get_running_loop())
         self._written: dict[str, int] = {}  # topic → partition count in ZooKeeper
         self._refreshing: asyncio.Task | None = None

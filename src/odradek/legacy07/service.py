@@ -45,9 +45,10 @@ from .codec import (
     ErrorCode07,
     FetchRequest,
     InvalidMessage,
+    MultiFetchRequest,
+    MultiProduceRequest,
     OffsetsRequest,
     ProduceRequest,
-    RequestType,
     decode_message_set,
     decode_request,
     encode_fetch_response,
@@ -81,22 +82,17 @@ class Kafka07Service:
         """The response frame to a request frame (without its length prefix), None for the produce requests;
         ``magic``: that of the messages served. MalformedRequest: the frame does not parse; InvalidMessage: a
         produced set is corrupt."""
-        kind, request = decode_request(frame)
-        if kind == RequestType.PRODUCE:
-            assert isinstance(request, ProduceRequest)
+        request = decode_request(frame)
+        if isinstance(request, ProduceRequest):
             await self.produce([request])
             return None
-        if kind == RequestType.MULTIPRODUCE:
-            assert isinstance(request, list)
-            await self.produce(request)  # type: ignore[arg-type]
+        if isinstance(request, MultiProduceRequest):
+            await self.produce(request.parts)
             return None
-        if kind == RequestType.FETCH:
-            assert isinstance(request, FetchRequest)
+        if isinstance(request, FetchRequest):
             return encode_fetch_response(*self.fetch(request, magic))
-        if kind == RequestType.MULTIFETCH:
-            assert isinstance(request, list)
-            return encode_multifetch_response([self.fetch(f, magic) for f in request])  # type: ignore[arg-type]
-        assert isinstance(request, OffsetsRequest)
+        if isinstance(request, MultiFetchRequest):
+            return encode_multifetch_response([self.fetch(f, magic) for f in request.fetches])
         return encode_offsets_response(*self.offsets(request, magic))
 
     # -- produce --------------------------------------------------------------------------------------
