@@ -23,7 +23,7 @@ file beside the segments, ``kafka07.positions``, written whenever the start move
 
 Only partitions 0.7 clients have asked about (those with a file) are followed. No file starts the log's
 first batch at position 0. A log whose first batch has no entry (its start moved while no KAFKA07 listener
-was configured) restarts its positions after the largest one the file records, so positions never go back.
+was configured) restarts its positions at the largest one the file records, so they never go back.
 
 The rest is in memory, rebuilt by scanning the log from its first batch when a partition is first asked
 about: one entry (batch base offset, position) every ``INDEX_INTERVAL`` bytes of positions, plus each
