@@ -246,6 +246,14 @@ BROKER_PROPERTIES: dict[str, Property] = {
         Property("zookeeper.connection.timeout.ms", _parse_int, None,
                  doc="How long the broker waits to first reach ZooKeeper; unset uses zookeeper.session.timeout.ms "
                      "(milliseconds)."),
+        # -- the Kafka 0.7 listener (legacy07/, docs/kafka07.md) --
+        Property("legacy.zookeeper.chroot", str, "/kafka07", lambda v: isinstance(v, str) and v.startswith("/"),
+                 doc="ZooKeeper path under which a broker with a KAFKA07 listener registers itself and its topics "
+                     "for ZooKeeper-based Kafka 0.7 clients, apart from the cluster's own tree."),
+        Property("legacy.message.magic", _parse_int, 1, lambda v: v in (0, 1),
+                 doc="Magic of the messages a KAFKA07 listener serves (set it per listener with "
+                     "listener.name.<name>.legacy.message.magic): 1, the 0.7 format, or 0, the 0.6 format without "
+                     "compression, for clients that read only that; each has byte offsets of its own."),
         Property("broker.rack", str, None,
                  doc="Rack this broker stands in, used to spread each partition's replicas over racks; unset for "
                      "none."),

@@ -18,6 +18,10 @@ and an advertised port of 0 (or a listener without an advertised entry) advertis
 
 Without `listeners`, the broker serves one PLAINTEXT listener at `odradek serve --listen` (and
 `--advertise`), as before listeners were configurable.
+
+KAFKA07 is a protocol of its own, not a security protocol: a listener of it speaks the Kafka 0.7 wire
+protocol (legacy07/, docs/kafka07.md). Such listeners are kept apart in ``ListenerSetup.legacy07``: they are
+never advertised in metadata or the cluster's registration, never inter-broker, and take no TLS or SASL.
 """
 
 from __future__ import annotations
@@ -33,6 +37,9 @@ SECURITY_PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
 SECURITY_PROTOCOL_IDS = {name: i for i, name in enumerate(SECURITY_PROTOCOLS)}
 # `listener.security.protocol.map` unset: each protocol name is a listener name of that protocol.
 DEFAULT_PROTOCOL_MAP = {name: name for name in SECURITY_PROTOCOLS}
+# The Kafka 0.7 wire protocol (plaintext): served by legacy07/server.py, not by net/connection.py. A listener
+# named KAFKA07 speaks it unless the map says otherwise.
+KAFKA07 = "KAFKA07"
 
 _LISTENER = re.compile(r"^([A-Za-z0-9_.-]+)://(\[[^\]]*\]|[^:\[\]]*):(\d+)$")
 
@@ -62,6 +69,7 @@ class ListenerSetup:
     bind: tuple[Listener, ...]  # what the broker listens on, in the order given
     advertised: tuple[Listener, ...]  # one per bound listener, same order
     inter_broker: str  # the name of the listener brokers reach each other on
+    legacy07: tuple[Listener, ...] = ()  # the KAFKA07 listeners, outside ``bind`` and ``advertised``
 
     def advertised_listener(self, name: str) -> Listener:
         return next(a for a in self.advertised if a.name == name)
@@ -70,7 +78,7 @@ class ListenerSetup:
         """The setup once bound: port 0 (bound or advertised) replaced by the port each listener got."""
         bind = tuple(replace(b, port=ports.get(b.name, b.port)) for b in self.bind)
         advertised = tuple(replace(a, port=ports.get(a.name, a.port)) if a.port == 0 else a for a in self.advertised)
-        return ListenerSetup(bind, advertised, self.inter_broker)
+        return ListenerSetup(bind, advertised, self.inter_broker, self.legacy07)
 
 
 def parse_protocol_map(text: str) -> dict[str, str]:
@@ -81,9 +89,9 @@ def parse_protocol_map(text: str) -> dict[str, str]:
     for entry in text.split(","):
         name, sep, protocol = entry.strip().partition(":")
         name, protocol = name.strip().upper(), protocol.strip().upper()
-        if not sep or not name or protocol not in SECURITY_PROTOCOLS:
+        if not sep or not name or protocol not in (*SECURITY_PROTOCOLS, KAFKA07):
             raise ConfigError(f"listener.security.protocol.map: {entry.strip()!r} is not NAME:PROTOCOL with a "
-                              f"protocol among {', '.join(SECURITY_PROTOCOLS)}")
+                              f"protocol among {', '.join(SECURITY_PROTOCOLS)} or {KAFKA07}")
         out[name] = protocol
     return out
 
@@ -120,24 +128,28 @@ def listener_setup(config: BrokerConfig, listen: tuple[str, int] | None = None,
                    advertise: tuple[str, int] | None = None) -> ListenerSetup:
     """The listeners from the broker's properties; without `listeners`, one PLAINTEXT listener at ``listen``
     (default 127.0.0.1:9092) advertised at ``advertise``."""
-    protocols = parse_protocol_map(str(config.get("listener.security.protocol.map") or ""))
+    protocols = {KAFKA07: KAFKA07, **parse_protocol_map(str(config.get("listener.security.protocol.map") or ""))}
     text = str(config.get("listeners") or "")
     if text.strip():
         if listen is not None:
             raise ConfigError("give either --listen or the listeners property, not both")
-        bind = parse_listeners(text, protocols)
+        given_bind = parse_listeners(text, protocols)
+        legacy07 = [b for b in given_bind if b.security_protocol == KAFKA07]
+        bind = [b for b in given_bind if b.security_protocol != KAFKA07]
         if not bind:
-            raise ConfigError("listeners: no listener given")
+            raise ConfigError("listeners: no listener given (a KAFKA07 one needs another beside it)")
     else:
         host, port = listen or ("127.0.0.1", 9092)
         if "PLAINTEXT" not in protocols:
             raise ConfigError("listener.security.protocol.map has no PLAINTEXT for --listen; set listeners")
         bind = [Listener("PLAINTEXT", protocols["PLAINTEXT"], host, port)]
+        legacy07 = []
     advertised_text = str(config.get("advertised.listeners") or "")
     if advertised_text.strip():
         if advertise is not None:
             raise ConfigError("give either --advertise or the advertised.listeners property, not both")
-        given = {a.name: a for a in parse_listeners(advertised_text, protocols, "advertised.listeners")}
+        given = {a.name: a for a in parse_listeners(advertised_text, protocols, "advertised.listeners")
+                 if a.security_protocol != KAFKA07}
         unknown = set(given) - {b.name for b in bind}
         if unknown:
             raise ConfigError(f"advertised.listeners: {', '.join(sorted(unknown))} not among the listeners")
@@ -164,4 +176,4 @@ def listener_setup(config: BrokerConfig, listen: tuple[str, int] | None = None,
         # checked now, so a broker that could not log in to the others refuses to start rather than joining
         # a cluster it cannot replicate in (the settings themselves are built by cluster/member.py)
         inter_broker_sasl(config, inter_broker_listener)
-    return ListenerSetup(tuple(bind), advertised, inter_broker)
+    return ListenerSetup(tuple(bind), advertised, inter_broker, tuple(legacy07))

@@ -9,6 +9,7 @@ import signal
 import sys
 
 from odradek.broker.core import Broker
+from odradek.legacy07.server import Kafka07Server
 from odradek.net.connection import KafkaConnection
 from odradek.net.framing import RequestMemory
 from odradek.net.limits import ConnectionLimits
@@ -56,7 +57,10 @@ async def serve(broker: Broker, tls: dict[str, TlsListener], sasl: dict[str, Sas
         metrics_server = MetricsServer(broker.metrics, *parse_listen(broker.config.get("metrics.listen")))
         await metrics_server.start()
     servers = []
+    kafka07 = Kafka07Server(broker, broker.listeners.legacy07) if broker.listeners.legacy07 else None
     try:
+        if kafka07 is not None:  # the Kafka 0.7 protocol: a server of its own (legacy07/)
+            await kafka07.start()
         for listener in broker.listeners.bind:
             context = tls[listener.name].context if listener.name in tls else None
             servers.append(await loop.create_server(connection_factory(listener), listener.host or None,
@@ -64,6 +68,8 @@ async def serve(broker: Broker, tls: dict[str, TlsListener], sasl: dict[str, Sas
     except OSError:
         for server in servers:
             server.close()
+        if kafka07 is not None:
+            await kafka07.close()
         if metrics_server is not None:
             await metrics_server.close()
         raise
@@ -74,10 +80,14 @@ async def serve(broker: Broker, tls: dict[str, TlsListener], sasl: dict[str, Sas
     broker.listening_on({listener.name: address[1] for listener, address in zip(broker.listeners.bind, bound)})
     try:
         await broker.start()
+        if kafka07 is not None:
+            await kafka07.register()
     except Exception as exc:
         log.error("cannot join the cluster: %s", exc)
         for server in servers:
             server.close()
+        if kafka07 is not None:
+            await kafka07.close()
         if metrics_server is not None:
             await metrics_server.close()
         broker.close()
@@ -94,6 +104,8 @@ async def serve(broker: Broker, tls: dict[str, TlsListener], sasl: dict[str, Sas
             await asyncio.sleep(TICK_INTERVAL_S)
             try:
                 broker.tick()
+                if kafka07 is not None:
+                    kafka07.tick()
                 for listener in tls.values():
                     listener.reload_if_changed()
             except Exception:
@@ -113,6 +125,8 @@ async def serve(broker: Broker, tls: dict[str, TlsListener], sasl: dict[str, Sas
             conn.close()
         for server in servers:
             await server.wait_closed()
+        if kafka07 is not None:
+            await kafka07.close()
         if metrics_server is not None:
             await metrics_server.close()
         broker.close()

@@ -12,7 +12,7 @@ from concurrent.futures import Future, wait
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Iterator
+from typing import Callable, ClassVar, Iterator
 
 from odradek.records.batch import BatchHeader, patch_base_offset
 
@@ -140,6 +140,11 @@ class PartitionLog:
     Concurrency: not thread-safe; owned by the event loop.
     """
 
+    # Called with (log, new start) just before the log start moves up (retention, DeleteRecords), while the
+    # records below it can still be read: the Kafka 0.7 listener (legacy07/positions.py) records there the
+    # byte position of the new start, which it could not compute once those records are gone.
+    start_moving_hooks: ClassVar[list[Callable[["PartitionLog", int], None]]] = []
+
     def __init__(self, directory: Path, config: LogConfig, segments: list[LogSegment], log_start_offset: int,
                  clock: Clock, producer_state: ProducerStateManager | None = None,
                  txn_index: TransactionIndex | None = None, flusher: LogFlusher = SYNCHRONOUS,
@@ -252,6 +257,10 @@ class PartitionLog:
     @property
     def segment_base_offsets(self) -> list[int]:
         return list(self._bases)
+
+    def segment_timestamps(self) -> list[tuple[int, int]]:
+        """(base offset, largest timestamp or else the file's mtime) of each segment, oldest first."""
+        return [(s.base_offset, s.largest_timestamp_ms()) for s in self._segments]
 
     @property
     def _active(self) -> LogSegment:
@@ -638,6 +647,8 @@ class PartitionLog:
     def _move_start(self, offset: int) -> Future:
         """The log start moves up to ``offset``: the high watermark and the leader epoch cache follow, and the
         checkpoint is queued (its future)."""
+        for hook in self.start_moving_hooks:
+            hook(self, offset)
         self._start = offset
         if self._hw < offset:
             self._hw = offset

@@ -1,0 +1,122 @@
+"""The KAFKA07 listeners: accept 0.7 connections and answer their requests in order.
+
+A connection reads one frame at a time (int32 length, then that many bytes), hands it to the service and
+writes the answer, if the request has one, before reading the next: 0.7 has no correlation ids, so answers
+must come back in request order, and its clients wait for each. A frame shorter than its request type,
+longer than `socket.request.max.bytes`, one that does not parse, or a produced set that is corrupt closes the
+connection (0.7's brokers did the same); an unexpected error closes it too, logged, and the broker goes on.
+
+Each listener serves messages of its `legacy.message.magic` (1, or 0 for 0.6-format readers).
+With `zookeeper.connect` set, the first KAFKA07 listener is also registered for 0.7 clients (registry.py).
+
+Concurrency: owned by the event loop.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import logging
+import struct
+
+from odradek.broker.core import Broker
+from odradek.net.listeners import Listener
+
+from .codec import InvalidMessage, MalformedRequest
+from .registry import Kafka07Registry
+from .service import Kafka07Service
+
+log = logging.getLogger(__name__)
+
+_LENGTH = struct.Struct(">i")
+
+
+class Kafka07Server:
+    """The broker's KAFKA07 listeners, their connections and their ZooKeeper registry."""
+
+    def __init__(self, broker: Broker, listeners: tuple[Listener, ...]) -> None:
+        self.broker = broker
+        self.listeners = listeners
+        # the magic each listener serves (legacy.message.magic, per listener)
+        self.magics = {b.name: int(broker.config.for_listener(b.name, "legacy.message.magic")) for b in listeners}
+        self.service = Kafka07Service(broker, set(self.magics.values()))
+        self.max_request = broker.config.int("socket.request.max.bytes")
+        self.ports: dict[str, int] = {}  # listener name → bound port
+        self._servers: list[asyncio.Server] = []
+        self._connections: set[asyncio.Task] = set()
+        self.registry: Kafka07Registry | None = None
+
+    async def start(self) -> None:
+        """Bind every listener (OSError when one cannot be) and keep the positions files current."""
+        try:
+            for listener in self.listeners:
+                serve = functools.partial(self._serve, self.magics[listener.name])
+                server = await asyncio.start_server(serve, listener.host or None, listener.port,
+                                                    reuse_address=True)
+                self._servers.append(server)
+                self.ports[listener.name] = server.sockets[0].getsockname()[1]
+                log.info("listener %s (Kafka 0.7, messages of magic %d) on %s:%d", listener.name,
+                         self.magics[listener.name], listener.host, self.ports[listener.name])
+        except OSError:
+            self._close_servers()
+            raise
+        self.service.positions.install()
+
+    async def register(self) -> None:
+        """With `zookeeper.connect`, register the first listener for ZooKeeper-based 0.7 clients."""
+        if not self.broker.config.get("zookeeper.connect") or not self.listeners:
+            return
+        listener = self.listeners[0]
+        host = listener.host if listener.host not in ("", "0.0.0.0", "::") else "127.0.0.1"
+        self.registry = Kafka07Registry(self.broker, host, self.ports[listener.name])
+        await self.registry.start()
+
+    def tick(self) -> None:
+        if self.registry is not None:
+            self.registry.refresh()
+
+    async def _serve(self, magic: int, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        task = asyncio.current_task()
+        if task is not None:
+            self._connections.add(task)
+        peer = writer.get_extra_info("peername")
+        try:
+            while True:
+                try:
+                    (length,) = _LENGTH.unpack(await reader.readexactly(4))
+                except asyncio.IncompleteReadError:
+                    return  # the client closed
+                if not 2 <= length <= self.max_request:
+                    log.info("0.7 connection %s: frame of %d bytes, closing", peer, length)
+                    return
+                frame = await reader.readexactly(length)
+                response = await self.service.handle(frame, magic)
+                if response is not None:
+                    writer.write(response)
+                    await writer.drain()
+        except asyncio.IncompleteReadError:
+            log.info("0.7 connection %s: closed inside a frame", peer)
+        except (MalformedRequest, InvalidMessage) as exc:
+            log.info("0.7 connection %s: %s, closing", peer, exc)
+        except (ConnectionError, asyncio.CancelledError):
+            pass
+        except Exception:
+            log.exception("0.7 connection %s failed, closing", peer)
+        finally:
+            writer.close()
+            if task is not None:
+                self._connections.discard(task)
+
+    def _close_servers(self) -> None:
+        for server in self._servers:
+            server.close()
+
+    async def close(self) -> None:
+        self.service.positions.uninstall()
+        self._close_servers()
+        for task in list(self._connections):
+            task.cancel()
+        for server in self._servers:
+            await server.wait_closed()
+        if self.registry is not None:
+            await self.registry.close()
