@@ -104,6 +104,12 @@ SUITES = {
     "test_cluster_sasl": ("SCRAM credentials in ZooKeeper, every broker", None),
     "test_cluster_acls": ("ACLs in ZooKeeper, every broker (kafka-python)", None),
     "test_codec_properties": ("property tests (hypothesis): codec round trips, hostile bytes", None),
+    "kafka07/test_clients": ("Kafka 0.7 clients from npm: prozess 0.7.0 and node-kafka (`kafka` 0.2.3), both ways "
+                             "with confluent-kafka", None),
+    "kafka07/test_protocol": ("the 0.7 protocol's edge cases with our own client: MULTIFETCH, OFFSETS by time, "
+                              "positions inside a message, corrupt CRC, broken frames, gzip/snappy, retention", None),
+    "kafka07/test_zookeeper": ("the 0.7 ZooKeeper registry under legacy.zookeeper.chroot", None),
+    "test_kafka07_codec": ("the 0.7 codec and byte-position index", None),
 }
 
 # Requests brokers send each other (cluster mode); clients never send them.
@@ -162,6 +168,23 @@ def known_differences() -> list:
     return KNOWN
 
 
+def kafka07_section() -> list[str]:
+    """The Kafka 0.7 requests a KAFKA07 listener serves (legacy07/), each with the paragraph of
+    legacy07/service.py's docstring that names it."""
+    from odradek.legacy07 import service
+    from odradek.legacy07.codec import ErrorCode07, RequestType
+
+    paragraphs = [" ".join(p.split()) for p in (service.__doc__ or "").split("\n\n") if p.strip()]
+    lines = ["## Kafka 0.7 protocol (a KAFKA07 listener; docs/kafka07.md)", "",
+             "Requests without API versions or correlation ids, byte positions as offsets, over the same partition",
+             "logs. Error codes: " + ", ".join(f"{e.name} ({e.value})" for e in ErrorCode07) + ".", "",
+             "| id | request | behaviour | proven by |", "|---|---|---|---|"]
+    for request in RequestType:
+        text = next((p for p in paragraphs if request.name in p.split(":", 1)[0].replace("/", " ").split()), "")
+        lines.append(f"| {request.value} | {request.name} | {text.split(':', 1)[-1].strip()} | tests/kafka07 |")
+    return lines + [""]
+
+
 def render(junit: Path | None) -> str:
     load_handlers()
     lines = [
@@ -185,6 +208,7 @@ def render(junit: Path | None) -> str:
             lines.append(f"| {key} | {ApiKey(key).name} | {spec.min_version}-{spec.max_version} | {summary} | "
                          f"{gaps or '—'} | {tests} |")
         lines.append("")
+    lines += kafka07_section()
     missing = [k for k in ROADMAP if k not in HANDLERS]
     if missing:
         lines += ["Not implemented yet (not advertised): " + ", ".join(f"{ApiKey(k).name} ({k})" for k in missing) + "."]
