@@ -199,6 +199,21 @@ BROKER_PROPERTIES: dict[str, Property] = {
                  doc="Lower bound checked at start-up for group.consumer.heartbeat.interval.ms (milliseconds)."),
         Property("group.consumer.max.heartbeat.interval.ms", _parse_int, 15000, _at_least(1),
                  doc="Upper bound checked at start-up for group.consumer.heartbeat.interval.ms (milliseconds)."),
+        # share groups (KIP-932); Kafka's names and defaults
+        Property("group.share.session.timeout.ms", _parse_int, 45000, _at_least(1),
+                 doc="A member of a share group that sends no heartbeat for this long is removed and the records "
+                     "it holds are released (milliseconds)."),
+        Property("group.share.heartbeat.interval.ms", _parse_int, 5000, _at_least(1),
+                 doc="How often members of share groups are told to heartbeat (milliseconds)."),
+        Property("group.share.record.lock.duration.ms", _parse_int, 30000, _at_least(1),
+                 doc="How long a share-group member holds a record it was given before it goes back to the "
+                     "others, unless the group's share.record.lock.duration.ms says otherwise (milliseconds)."),
+        Property("group.share.delivery.count.limit", _parse_int, 5, _at_least(2),
+                 doc="How many times a record is delivered to share-group members before it is archived "
+                     "(a count)."),
+        Property("group.share.partition.max.record.locks", _parse_int, 2000, _at_least(100),
+                 doc="Most records of one partition in flight (handed out, not yet finished) for one share "
+                     "group (a count)."),
         Property("group.consumer.assignors", str, "uniform,range",
                  lambda v: bool(v.strip()) and all(a.strip() in ("uniform", "range") for a in v.split(",")),
                  doc="The server-side assignors consumer-protocol groups may use, the first being the default "

@@ -159,8 +159,10 @@ class Broker:
 
     def _build_coordinator(self) -> Coordinator:
         partitions = self.cluster.partition_count(OFFSETS_TOPIC, self.config.int("offsets.topic.num.partitions"))
-        return Coordinator(self.config, partitions, lambda p: self.replicas.partition(OFFSETS_TOPIC, p),
-                           self.metadata.has_partition, metadata=self.metadata)
+        coordinator = Coordinator(self.config, partitions, lambda p: self.replicas.partition(OFFSETS_TOPIC, p),
+                                  self.metadata.has_partition, metadata=self.metadata)
+        coordinator.share_groups.wake = self.notify_append  # records released: parked ShareFetches look again
+        return coordinator
 
     def _build_txn_coordinator(self) -> TransactionCoordinator:
         partitions = self.cluster.partition_count(TXN_TOPIC, self.config.int("transaction.state.log.num.partitions"))

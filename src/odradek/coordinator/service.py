@@ -35,12 +35,15 @@ from odradek.coordinator.persistence import (
     OffsetsTopicLog,
     OffsetValue,
     decode_consumer_group_value,
+    decode_group_config_value,
     decode_group_value,
     decode_key,
     decode_offset_value,
+    decode_share_state_value,
     encode_offset_value,
     offset_key,
 )
+from odradek.coordinator.share_groups import GROUP_CONFIGS, ShareGroupConfig, ShareGroupCoordinator
 from odradek.coordinator.timers import AsyncioScheduler, Scheduler
 from odradek.cluster.partition import ReplicationError
 from odradek.protocol.errors import ErrorCode
@@ -88,6 +91,16 @@ class Coordinator:
             assignors=tuple(a.strip() for a in config.get("group.consumer.assignors").split(",") if a.strip()),
             max_size=config.int("group.consumer.max.size"),
         ), self.groups, metadata)
+        self.share_groups = ShareGroupCoordinator(ShareGroupConfig(
+            session_timeout_ms=config.int("group.share.session.timeout.ms"),
+            heartbeat_interval_ms=config.int("group.share.heartbeat.interval.ms"),
+            lock_duration_ms=config.int("group.share.record.lock.duration.ms"),
+            delivery_limit=config.int("group.share.delivery.count.limit"),
+            max_in_flight=config.int("group.share.partition.max.record.locks"),
+            # a default naming a broker property ("group.…") takes that property's value
+            defaults={name: str(config.get(default)) if default.startswith("group.") else default
+                      for name, (_, default) in GROUP_CONFIGS.items()},
+        ), self.scheduler, self.log.append, metadata)
         self.offsets = OffsetManager(self.groups, self.store, self.log.append, partition_exists,
                                      config.int("offset.metadata.max.bytes"),
                                      config.int("offsets.retention.minutes") * 60_000)
@@ -113,6 +126,8 @@ class Coordinator:
         consumer_groups: dict[str, bytes | None] = {}
         offsets: dict[TxnOffsetKey, OffsetValue | None] = {}
         pending: dict[int, dict[TxnOffsetKey, OffsetValue | None]] = {}
+        share_states: dict[tuple[str, bytes, int], tuple | None] = {}
+        group_configs: dict[str, dict[str, str] | None] = {}
         count = 0
         for rec in self.log.replay(partition):
             count += 1
@@ -131,6 +146,10 @@ class Coordinator:
                     (pending.setdefault(rec.producer_id, {}) if rec.producer_id >= 0 else offsets)[k] = value
                 elif key[0] == "consumer_group":
                     consumer_groups[key[1]] = None if rec.value is None else rec.value
+                elif key[0] == "share_state":
+                    share_states[key[1:]] = None if rec.value is None else decode_share_state_value(rec.value)
+                elif key[0] == "group_config":
+                    group_configs[key[1]] = None if rec.value is None else decode_group_config_value(rec.value)
                 else:
                     groups[key[1]] = None if rec.value is None else decode_group_value(rec.value)
             except Exception:
@@ -151,6 +170,10 @@ class Coordinator:
             if group_id not in self.groups.groups:
                 self.groups.get_or_create(group_id).state_timestamp_ms = -1
             self.store.put(group_id, (topic, p), value)
+        for group_id, configs in group_configs.items():
+            self.share_groups.restore_configs(group_id, configs)
+        for (group_id, topic_id, p), state in share_states.items():
+            self.share_groups.restore_state(group_id, topic_id, p, state)
         for producer_id, txn_offsets in pending.items():
             self.pending_txn.setdefault(producer_id, {}).update(
                 {k: v for k, v in txn_offsets.items() if v is not None})
@@ -167,6 +190,7 @@ class Coordinator:
         doomed = [g for g in set(self.groups.groups) | set(self.store.group_ids())
                   if self.log.partition_for(g) == partition]
         self.groups.unload(doomed)
+        self.share_groups.unload(self.owns)
         for group_id in doomed:
             self.store.delete_group(group_id)
         for offsets in self.pending_txn.values():
