@@ -7,7 +7,8 @@ assigned every partition of the topics it subscribes to, and the records themsel
 leaves or changes its subscription, or a subscribed topic appears or grows; a member's epoch is the group
 epoch its current assignment was made at, and its assignment is sent when it joins or changes. A member
 that sends no heartbeat within `group.share.session.timeout.ms` is removed; whatever records it holds are
-released at once.
+released at once. One that leaves keeps its share session and records until it closes the session (a
+closing client's last acknowledgements may come after its leave heartbeat) or their locks run out.
 
 Share sessions (ShareFetch/ShareAcknowledge): one per (group, member). Epoch 0 opens one (replacing an old
 one), -1 closes it (releasing the member's records), any other epoch must be the one expected next
@@ -258,7 +259,9 @@ class ShareGroupCoordinator:
         if group is None or member is None:
             raise ShareError(ErrorCode.UNKNOWN_MEMBER_ID, f"Member {member_id} is not a member of group {group_id}.")
         log.info("share group %s: member %s left", group_id, member_id)
-        self._remove(group, member)
+        # a closing client may send its last acknowledgements (share session epoch -1) after its leave, so the
+        # session and the records it holds stay until then, or until their locks run out
+        self._remove(group, member, release=False)
         return {"error_code": 0, "error_message": None, "member_id": member_id, "member_epoch": LEAVE_EPOCH,
                 "heartbeat_interval_ms": 0, "assignment": None}
 
@@ -273,14 +276,15 @@ class ShareGroupCoordinator:
             log.info("share group %s: member %s removed (session timeout)", group.group_id, member.member_id)
             self._remove(group, member)
 
-    def _remove(self, group: ShareGroup, member: ShareMember) -> None:
+    def _remove(self, group: ShareGroup, member: ShareMember, release: bool = True) -> None:
         if member.session_timer is not None:
             member.session_timer.cancel()  # type: ignore[attr-defined]
             member.session_timer = None
         group.members.pop(member.member_id, None)
         group.group_epoch += 1
-        self.sessions.pop((group.group_id, member.member_id), None)
-        self.release_member(group.group_id, member.member_id)
+        if release:
+            self.sessions.pop((group.group_id, member.member_id), None)
+            self.release_member(group.group_id, member.member_id)
 
     def delete_group(self, group_id: str) -> int:
         """DeleteGroups on a share group: only an empty one; its delivery state goes too."""
