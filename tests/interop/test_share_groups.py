@@ -8,6 +8,7 @@ set with the AdminClient's incremental_alter_configs on GROUP resources, as an o
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -23,6 +24,7 @@ from tests.interop.test_broker_semantics import create_topic, request
 
 LOCK_MS = 2000
 MEMBER_SCRIPT = Path(__file__).with_name("share_member.py")
+JAVA_HARNESS = Path(__file__).parent / "java" / "ShareClient.java"
 
 
 def set_group_configs(bootstrap: str, group: str, **configs: str) -> None:
@@ -337,3 +339,30 @@ def test_group_configs_are_described_and_validated(broker):
             {"name": "share.auto.offset.reset", "config_operation": 0, "value": "sometimes"}]}],
         "validate_only": False})["responses"][0]
     assert refused["error_code"] == 40  # INVALID_CONFIG
+
+
+@pytest.mark.timeout(120)
+def test_java_share_consumers_get_distinct_records(broker, topic_name, java4_client, tmp_path):
+    """Two KafkaShareConsumers (kafka-clients 4.x, java/ShareClient.java) of one group, explicit accept."""
+    classes = tmp_path / "share-classes"
+    classes.mkdir()
+    javac = shutil.which("javac")
+    assert javac is not None  # the java4_client fixture skipped otherwise
+    subprocess.run([javac, "-nowarn", "-d", str(classes), "-cp", java4_client.classpath, str(JAVA_HARNESS)],
+                   check=True, capture_output=True, timeout=120)
+    bootstrap = broker.bootstrap
+    create_topic(bootstrap, topic_name, partitions=2)
+    group = topic_name + "-g"
+    share_group(bootstrap, group)
+    produce(bootstrap, topic_name, 20, partitions=2)
+    cmd = [java4_client.java, "-Xmx256m", "-XX:+UseSerialGC", "-Djava.net.preferIPv4Stack=true",
+           *java4_client.jvm_options, "-cp", os.pathsep.join([str(classes), java4_client.classpath]), "ShareClient",
+           bootstrap, topic_name, group, "20", "2", "30000"]
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=90)
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    java4_client.check_log(["share"], proc.stderr)
+    rows = [line.split("\t") for line in proc.stdout.splitlines() if line.strip()]
+    records = [(int(p), int(o)) for _, p, o, _ in rows]
+    assert len(records) == len(set(records)) == 20  # every record once, to one of them
+    assert set(records) == {(p, o) for p in range(2) for o in range(10)}
+    assert {count for *_, count in rows} == {"1"}

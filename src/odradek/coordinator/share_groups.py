@@ -283,8 +283,14 @@ class ShareGroupCoordinator:
         group.members.pop(member.member_id, None)
         group.group_epoch += 1
         if release:
-            self.sessions.pop((group.group_id, member.member_id), None)
-            self.release_member(group.group_id, member.member_id)
+            self._drop_session(group.group_id, member.member_id)
+        else:  # its session goes once its records' locks are over, unless it came back
+            self.scheduler.call_later(self.lock_duration_ms(group.group_id), lambda: None if self.is_member(
+                group.group_id, member.member_id) else self._drop_session(group.group_id, member.member_id))
+
+    def _drop_session(self, group_id: str, member_id: str) -> None:
+        self.sessions.pop((group_id, member_id), None)
+        self.release_member(group_id, member_id)
 
     def delete_group(self, group_id: str) -> int:
         """DeleteGroups on a share group: only an empty one; its delivery state goes too."""
