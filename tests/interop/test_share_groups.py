@@ -189,6 +189,15 @@ def test_members_fetching_in_turn_share_the_records(broker, topic_name):
         left = request(bootstrap, 76, 1, {"group_id": group, "member_id": member, "member_epoch": -1,
                                           "rack_id": None, "subscribed_topic_names": None})
         assert left["error_code"] == 0 and left["member_epoch"] == -1
+    # the other group APIs know it is a share group; an empty one can be deleted
+    (classic,) = request(bootstrap, 15, 6, {"groups": [group], "include_authorized_operations": False})["groups"]
+    assert (classic["error_code"], classic["error_message"]) == (69, f"Group {group} is not a classic group.")
+    (consumer,) = request(bootstrap, 69, 1, {"group_ids": [group], "include_authorized_operations": False})["groups"]
+    assert (consumer["error_code"], consumer["error_message"]) == (69, f"Group {group} is not a consumer group.")
+    deleted = request(bootstrap, 42, 2, {"groups_names": [group]})["results"]
+    assert deleted == [{"group_id": group, "error_code": 0}]
+    listed = request(bootstrap, 16, 5, {"states_filter": [], "types_filter": []})["groups"]
+    assert group not in {g["group_id"] for g in listed}
 
 
 @pytest.mark.timeout(60)

@@ -99,8 +99,9 @@ class Coordinator:
             max_in_flight=config.int("group.share.partition.max.record.locks"),
             # a default naming a broker property ("group.…") takes that property's value
             defaults={name: str(config.get(default)) if default.startswith("group.") else default
-                      for name, (_, default) in GROUP_CONFIGS.items()},
+                      for name, (_, default, _) in GROUP_CONFIGS.items()},
         ), self.scheduler, self.log.append, metadata)
+        self.consumer_groups.group_config = self.share_groups.group_config
         self.offsets = OffsetManager(self.groups, self.store, self.log.append, partition_exists,
                                      config.int("offset.metadata.max.bytes"),
                                      config.int("offsets.retention.minutes") * 60_000)

@@ -66,16 +66,29 @@ def _positive_int(v: str) -> bool:
     return v.isdigit() and int(v) > 0
 
 
-# Group configs (Kafka's GroupConfig names): name -> (validator, broker property giving the default, or a
-# fixed default)
-GROUP_CONFIGS: dict[str, tuple[Callable[[str], bool], str]] = {
-    "share.auto.offset.reset": (_one_of("latest", "earliest"), "latest"),
-    "share.isolation.level": (_one_of("read_uncommitted", "read_committed"), "read_uncommitted"),
-    "share.record.lock.duration.ms": (_positive_int, "group.share.record.lock.duration.ms"),
-    "share.session.timeout.ms": (_positive_int, "group.share.session.timeout.ms"),
-    "share.heartbeat.interval.ms": (_positive_int, "group.share.heartbeat.interval.ms"),
-    "consumer.session.timeout.ms": (_positive_int, "group.consumer.session.timeout.ms"),
-    "consumer.heartbeat.interval.ms": (_positive_int, "group.consumer.heartbeat.interval.ms"),
+# Group configs (Kafka's GroupConfig names): name -> (validator, broker property giving the default or a fixed
+# default, documentation for DescribeConfigs)
+GROUP_CONFIGS: dict[str, tuple[Callable[[str], bool], str, str]] = {
+    "share.auto.offset.reset": (_one_of("latest", "earliest"), "latest",
+                                "Where a share group starts reading a partition it has no state for: latest or "
+                                "earliest."),
+    "share.isolation.level": (_one_of("read_uncommitted", "read_committed"), "read_uncommitted",
+                              "Whether a share group's members get records of open and aborted transactions "
+                              "(read_uncommitted) or only committed ones (read_committed)."),
+    "share.record.lock.duration.ms": (_positive_int, "group.share.record.lock.duration.ms",
+                                      "How long a member of this share group holds a record it was given before "
+                                      "the record goes back to the others (milliseconds)."),
+    "share.session.timeout.ms": (_positive_int, "group.share.session.timeout.ms",
+                                 "A member of this share group that sends no heartbeat for this long is removed "
+                                 "(milliseconds)."),
+    "share.heartbeat.interval.ms": (_positive_int, "group.share.heartbeat.interval.ms",
+                                    "How often members of this share group are told to heartbeat (milliseconds)."),
+    "consumer.session.timeout.ms": (_positive_int, "group.consumer.session.timeout.ms",
+                                    "A member of this consumer-protocol group that sends no heartbeat for this "
+                                    "long is removed (milliseconds)."),
+    "consumer.heartbeat.interval.ms": (_positive_int, "group.consumer.heartbeat.interval.ms",
+                                       "How often members of this consumer-protocol group are told to heartbeat "
+                                       "(milliseconds)."),
 }
 
 

@@ -108,7 +108,8 @@ def describe_configs(ctx: RequestContext, request: dict) -> dict:
         elif kind == RESOURCE_GROUP and not ctx.allowed(Op.DESCRIBE_CONFIGS, Res.GROUP, name):
             result.update(error_code=ErrorCode.GROUP_AUTHORIZATION_FAILED, error_message="Authorization failed.")
         elif kind == RESOURCE_GROUP and name:
-            result["configs"] = _group_configs(ctx, name, resource["configuration_keys"])
+            result["configs"] = _group_configs(ctx, name, resource["configuration_keys"],
+                                               request["include_documentation"])
         elif kind == RESOURCE_BROKER and name in ("", str(ctx.broker.node_id)):
             result["configs"] = _broker_configs(ctx, resource["configuration_keys"], request["include_documentation"])
         else:
@@ -118,7 +119,8 @@ def describe_configs(ctx: RequestContext, request: dict) -> dict:
     return {"throttle_time_ms": 0, "results": results}
 
 
-def _group_configs(ctx: RequestContext, group_id: str, keys: list[str] | None) -> list[dict]:
+def _group_configs(ctx: RequestContext, group_id: str, keys: list[str] | None,
+                   include_documentation: bool) -> list[dict]:
     share_groups = ctx.broker.coordinator.share_groups
     own = share_groups.group_configs.get(group_id, {})
     out = []
@@ -127,7 +129,8 @@ def _group_configs(ctx: RequestContext, group_id: str, keys: list[str] | None) -
             continue
         kind = CONFIG_TYPE_INT if name.endswith(".ms") else CONFIG_TYPE_STRING
         out.append(_entry(name, share_groups.group_config(group_id, name),
-                          SOURCE_GROUP if name in own else SOURCE_DEFAULT, kind, [], None))
+                          SOURCE_GROUP if name in own else SOURCE_DEFAULT, kind, [],
+                          GROUP_CONFIGS[name][2] if include_documentation else None))
     return out
 
 

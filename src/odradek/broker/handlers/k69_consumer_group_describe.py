@@ -4,8 +4,8 @@ Per group: state (Empty, Assigning, Reconciling, Stable), group epoch, assignmen
 next target assignment comes from, and per member its epoch, subscription (names and regex), current
 assignment (what it owns, partitions it has still to revoke included) and target assignment, each partition
 set named by topic id and name (a member without a regex shows an empty one, as Kafka); v1 adds the member type
-(1: consumer protocol; odradek's consumer groups have no classic members). An unknown group, and a classic
-group, are answered GROUP_ID_NOT_FOUND with Kafka's message; `authorized_operations` as DescribeGroups.
+(1: consumer protocol; odradek's consumer groups have no classic members). An unknown group, a classic
+group and a share group are answered GROUP_ID_NOT_FOUND with Kafka's message; `authorized_operations` as DescribeGroups.
 """
 
 from odradek.broker.authorizer import Operation as Op, ResourceType as Res
@@ -49,6 +49,9 @@ def consumer_group_describe(ctx: RequestContext, request: dict) -> dict:
             out.append(_failed(gid, ErrorCode.NOT_COORDINATOR))
             continue
         group = coordinator.groups.groups.get(gid)
+        if group is None and gid in coordinator.share_groups.groups:
+            out.append(_failed(gid, ErrorCode.GROUP_ID_NOT_FOUND, f"Group {gid} is not a consumer group."))
+            continue
         if group is None or group.is_("Dead"):
             out.append(_failed(gid, ErrorCode.GROUP_ID_NOT_FOUND, f"Group {gid} not found."))
             continue
