@@ -189,6 +189,11 @@ def test_members_fetching_in_turn_share_the_records(broker, topic_name):
         left = request(bootstrap, 76, 1, {"group_id": group, "member_id": member, "member_epoch": -1,
                                           "rack_id": None, "subscribed_topic_names": None})
         assert left["error_code"] == 0 and left["member_epoch"] == -1
+    # member-a accepted 0-2, member-b holds 3-5 until its lock runs out: the group starts at 3, 3 records to go
+    (offsets,) = request(bootstrap, 90, 1, {"groups": [{"group_id": group, "topics": None}]})["groups"]
+    assert offsets["error_code"] == 0
+    assert [(t["topic_name"], [(p["partition_index"], p["start_offset"], p["lag"]) for p in t["partitions"]])
+            for t in offsets["topics"]] == [(topic_name, [(0, 3, 3)])]
     # the other group APIs know it is a share group; an empty one can be deleted
     (classic,) = request(bootstrap, 15, 6, {"groups": [group], "include_authorized_operations": False})["groups"]
     assert (classic["error_code"], classic["error_message"]) == (69, f"Group {group} is not a classic group.")
