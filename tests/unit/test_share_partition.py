@@ -96,3 +96,106 @@ def test_snapshot_restores_finished_records_and_delivery_counts_but_no_locks():
     back = SharePartition.restore(start, end, runs)
     assert not back.dirty and back.next_fetch_offset() == 10
     assert back.acquire("b", batches((10, 20)), 100, 0, LOCK) == [(10, 10, 2), (13, 15, 2), (16, 20, 1)]
+
+
+# ------------------------------------------------------------------------------- the coordinator around it
+
+class _Topic:
+    def __init__(self, name: str, topic_id: bytes, partitions: int) -> None:
+        self.name, self.topic_id, self.partitions, self.is_internal = name, topic_id, partitions, False
+
+
+class _Metadata:
+    def __init__(self, *topics: _Topic) -> None:
+        self.topics = {t.name: t for t in topics}
+
+    def topic(self, name):
+        return self.topics.get(name)
+
+    def topic_by_id(self, topic_id):
+        return next((t for t in self.topics.values() if t.topic_id == topic_id), None)
+
+
+def _coordinator(**config):
+    from odradek.coordinator.share_groups import ShareGroupConfig, ShareGroupCoordinator
+    from odradek.coordinator.timers import FakeScheduler
+    from odradek.storage.flusher import completed_future
+
+    appended = []
+    woken = []
+
+    def append(group_id, records):
+        appended.extend(records)
+        return completed_future()
+
+    metadata = _Metadata(_Topic("t", b"T" * 16, 2))
+    coordinator = ShareGroupCoordinator(ShareGroupConfig(**config), FakeScheduler(), append, metadata,
+                                        lambda topic, p: woken.append((topic, p)))
+    return coordinator, metadata, appended, woken
+
+
+def test_heartbeats_assign_every_partition_to_every_member_with_epochs():
+    coordinator, metadata, _, _ = _coordinator()
+    a = coordinator.heartbeat("g", "a", 0, None, ["t", "later"], "c", "h")
+    b = coordinator.heartbeat("g", "b", 0, None, ["t"], "c", "h")
+    for body in (a, b):
+        assert body["error_code"] == 0
+        assert body["assignment"] == {"topic_partitions": [{"topic_id": b"T" * 16, "partitions": [0, 1]}]}
+    assert (a["member_epoch"], b["member_epoch"]) == (1, 2)
+    same = coordinator.heartbeat("g", "a", 1, None, None, "c", "h")
+    assert (same["member_epoch"], same["assignment"]) == (1, None)
+    metadata.topics["later"] = _Topic("later", b"L" * 16, 1)  # a subscribed topic appears
+    grown = coordinator.heartbeat("g", "a", 1, None, None, "c", "h")
+    assert grown["member_epoch"] == 3 and len(grown["assignment"]["topic_partitions"]) == 2
+    lost = coordinator.heartbeat("g", "a", 1, None, None, "c", "h")  # the answer above was lost
+    assert lost["member_epoch"] == 3 and lost["assignment"] is not None
+    assert coordinator.heartbeat("g", "a", 7, None, None, "c", "h")["error_code"] == ErrorCode.FENCED_MEMBER_EPOCH
+    assert coordinator.heartbeat("g", "x", 1, None, None, "c", "h")["error_code"] == ErrorCode.UNKNOWN_MEMBER_ID
+    assert coordinator.heartbeat("g", "b", 0, None, None, "c", "h")["error_code"] == ErrorCode.INVALID_REQUEST
+
+
+def test_session_epochs_and_a_timed_out_member_releases_its_records():
+    from odradek.coordinator.share_groups import ShareError
+
+    coordinator, _, appended, woken = _coordinator(session_timeout_ms=5000)
+    coordinator.heartbeat("g", "a", 0, None, ["t"], "c", "h")
+    session = coordinator.begin_session("g", "a", 0, acknowledge_only=False)
+    assert session.epoch == 1
+    for epoch, code in ((0, ErrorCode.INVALID_SHARE_SESSION_EPOCH), (2, ErrorCode.INVALID_SHARE_SESSION_EPOCH)):
+        try:
+            coordinator.begin_session("g", "a", epoch, acknowledge_only=True)
+            raise AssertionError("accepted")
+        except ShareError as exc:
+            assert exc.error_code == code
+    coordinator.begin_session("g", "a", 1, acknowledge_only=True)
+    assert session.epoch == 2
+    sp = coordinator.share_partition("g", b"T" * 16, 0, 0, 10)
+    assert sp.start == 10  # share.auto.offset.reset latest by default
+    sp.acquire("a", batches((10, 12)), 10, coordinator.scheduler.now_ms(), 30_000)
+    coordinator.scheduler.advance(5000)  # no heartbeat: the member is removed, its records released
+    assert "a" not in coordinator.groups["g"].members and ("g", "a") not in coordinator.sessions
+    assert sp.count(AVAILABLE) == 3 and woken == [("t", 0)]
+    assert appended and appended[-1][0].startswith(b"\x03\xe9")  # a ShareStateKey (version 1001)
+
+
+def test_lock_timer_releases_expired_records_and_stores_the_state():
+    coordinator, _, appended, woken = _coordinator()
+    coordinator.heartbeat("g", "a", 0, None, ["t"], "c", "h")
+    coordinator.set_group_configs("g", {"share.auto.offset.reset": "earliest",
+                                        "share.record.lock.duration.ms": "2000"})
+    key = ("g", b"T" * 16, 1)
+    sp = coordinator.share_partition(*key, 0, 5)
+    assert sp.start == 0
+    sp.acquire("a", batches((0, 4)), 10, coordinator.scheduler.now_ms(), coordinator.lock_duration_ms("g"))
+    coordinator.acquired(key, sp)
+    before = len(appended)
+    coordinator.scheduler.advance(1999)
+    assert sp.count(AVAILABLE) == 0
+    coordinator.scheduler.advance(1)
+    assert sp.count(AVAILABLE) == 5 and woken == [("t", 1)] and len(appended) == before + 1
+    results, _ = coordinator.acknowledge("g", "a", [(b"T" * 16, 1, [
+        {"first_offset": 0, "last_offset": 0, "acknowledge_types": [ACK_ACCEPT]}])])
+    assert results == {(b"T" * 16, 1): ErrorCode.INVALID_RECORD_STATE}  # its lock ran out
+    assert coordinator.check_configs({"share.auto.offset.reset": "never"}) is not None
+    assert coordinator.check_configs({"no.such.config": "1"}) is not None
+    assert coordinator.check_configs({"share.isolation.level": "read_committed"}) is None

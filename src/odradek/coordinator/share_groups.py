@@ -219,12 +219,14 @@ class ShareGroupCoordinator:
                    subscribed_names: list[str] | None, client_id: str, client_host: str) -> dict:
         group = self.groups.get(group_id)
         member = group.members.get(member_id) if group is not None else None
+        bumped = False  # whether this heartbeat moved the group epoch (the member then takes it)
         if member_epoch == 0:
             if group is None:
                 group = self.groups[group_id] = ShareGroup(group_id)
             if member is None:
                 member = group.members[member_id] = ShareMember(member_id)
                 group.group_epoch += 1
+                bumped = True
                 log.info("share group %s: member %s joined", group_id, member_id)
         elif member is None:
             raise ShareError(ErrorCode.UNKNOWN_MEMBER_ID, f"Member {member_id} is not a member of group {group_id}.")
@@ -238,13 +240,20 @@ class ShareGroupCoordinator:
             member.rack_id = rack_id
         if subscribed_names is not None and tuple(sorted(subscribed_names)) != member.subscribed_names:
             member.subscribed_names = tuple(sorted(subscribed_names))
+            if not bumped:
+                group.group_epoch += 1
+                bumped = True
         assignment = self._assignment(member.subscribed_names)
-        changed = member_epoch == 0 or assignment != member.assigned
         if assignment != member.assigned:
-            group.group_epoch += 1
             member.assigned = assignment
-        if changed and member.member_epoch != group.group_epoch:
+            if not bumped:
+                group.group_epoch += 1
+                bumped = True
+        if bumped:
             member.previous_member_epoch, member.member_epoch = member.member_epoch, group.group_epoch
+        # the assignment goes out on a join, when it changed, and to a member still at its previous epoch
+        # (the answer that moved it on was lost)
+        changed = member_epoch == 0 or member_epoch != member.member_epoch
         self._touch(group, member)
         body = {"error_code": 0, "error_message": None, "member_id": member.member_id,
                 "member_epoch": member.member_epoch, "heartbeat_interval_ms": int(
