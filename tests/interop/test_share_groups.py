@@ -19,8 +19,11 @@ import pytest
 from confluent_kafka import AcknowledgeType, Producer, ShareConsumer
 from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource
 
+from odradek.protocol.errors import ErrorCode
 from tests.interop.helpers import assert_delivered, bounded, flush_fully, produce_messages, producer_config
 from tests.interop.test_broker_semantics import create_topic, request
+from tests.security.test_acl_every_api import Session, first
+from tests.security.test_acls import SecuredBroker
 
 LOCK_MS = 2000
 MEMBER_SCRIPT = Path(__file__).with_name("share_member.py")
@@ -40,6 +43,17 @@ def share_group(bootstrap: str, group: str, **configs: str) -> None:
     """A group reading from the earliest record, with a short record lock (and any other group configs)."""
     set_group_configs(bootstrap, group, share_auto_offset_reset="earliest",
                       share_record_lock_duration_ms=str(LOCK_MS), **configs)
+
+
+def prepared_group(bootstrap: str, topic: str, records: int, partitions: int = 1, **configs: str) -> str:
+    """Create ``topic``, configure its share group (earliest, short lock, ``configs``), produce ``records``
+    spread over the partitions; returns the group's id."""
+    create_topic(bootstrap, topic, partitions=partitions)
+    group = topic + "-g"
+    share_group(bootstrap, group, **configs)
+    if records:
+        produce(bootstrap, topic, records, partitions=partitions)
+    return group
 
 
 def share_consumer(bootstrap: str, group: str, explicit: bool = False) -> ShareConsumer:
@@ -110,9 +124,7 @@ def kill(proc: subprocess.Popen) -> None:
 @pytest.mark.timeout(60)
 def test_consumers_of_one_group_get_distinct_records(broker, topic_name):
     bootstrap = broker.bootstrap
-    create_topic(bootstrap, topic_name, partitions=3)
-    group = topic_name + "-g"
-    share_group(bootstrap, group)
+    group = prepared_group(bootstrap, topic_name, 0, partitions=3)
     # a few records per poll (librdkafka asks ShareFetch for max.poll.records), so that all members get some
     consumers = [ShareConsumer({"bootstrap.servers": bootstrap, "group.id": group, "broker.address.family": "v4",
                                 "max.poll.records": 5}) for _ in range(3)]
@@ -140,10 +152,7 @@ def test_members_fetching_in_turn_share_the_records(broker, topic_name):
     """Two members (raw ShareGroupHeartbeat/ShareFetch v1) asking for a few records at a time each acquire
     different ones, and acknowledge them with ShareAcknowledge."""
     bootstrap = broker.bootstrap
-    create_topic(bootstrap, topic_name)
-    group = topic_name + "-g"
-    share_group(bootstrap, group)
-    produce(bootstrap, topic_name, 6)
+    group = prepared_group(bootstrap, topic_name, 6)
     topic_id = None
     for member in ("member-a", "member-b"):
         joined = request(bootstrap, 76, 1, {"group_id": group, "member_id": member, "member_epoch": 0,
@@ -208,10 +217,7 @@ def test_members_fetching_in_turn_share_the_records(broker, topic_name):
 @pytest.mark.timeout(60)
 def test_released_record_is_redelivered_and_rejected_one_is_not(broker, topic_name):
     bootstrap = broker.bootstrap
-    create_topic(bootstrap, topic_name)
-    group = topic_name + "-g"
-    share_group(bootstrap, group)
-    produce(bootstrap, topic_name, 2)
+    group = prepared_group(bootstrap, topic_name, 2)
     consumer = share_consumer(bootstrap, group, explicit=True)
     try:
         consumer.subscribe([topic_name])
@@ -234,10 +240,7 @@ def test_released_record_is_redelivered_and_rejected_one_is_not(broker, topic_na
 @pytest.mark.timeout(60)
 def test_records_of_a_killed_consumer_go_to_another_after_the_lock_timeout(broker, topic_name):
     bootstrap = broker.bootstrap
-    create_topic(bootstrap, topic_name)
-    group = topic_name + "-g"
-    share_group(bootstrap, group)
-    produce(bootstrap, topic_name, 5)
+    group = prepared_group(bootstrap, topic_name, 5)
     member = start_member(bootstrap, topic_name, group, accept=0)
     try:
         held, accepted = member_output(member)
@@ -260,10 +263,7 @@ def test_records_of_a_killed_consumer_go_to_another_after_the_lock_timeout(broke
 @pytest.mark.timeout(60)
 def test_record_released_again_and_again_is_archived_at_the_delivery_limit(broker, topic_name):
     bootstrap = broker.bootstrap
-    create_topic(bootstrap, topic_name)
-    group = topic_name + "-g"
-    share_group(bootstrap, group)
-    produce(bootstrap, topic_name, 1)
+    group = prepared_group(bootstrap, topic_name, 1)
     consumer = share_consumer(bootstrap, group, explicit=True)
     try:
         consumer.subscribe([topic_name])
@@ -288,10 +288,7 @@ def test_record_released_again_and_again_is_archived_at_the_delivery_limit(broke
 @pytest.mark.timeout(90)
 def test_kill_9_of_the_broker_keeps_acknowledged_and_unacknowledged_records(broker_factory, topic_name):
     b = broker_factory()
-    create_topic(b.bootstrap, topic_name)
-    group = topic_name + "-g"
-    share_group(b.bootstrap, group)
-    produce(b.bootstrap, topic_name, 10)
+    group = prepared_group(b.bootstrap, topic_name, 10)
     member = start_member(b.bootstrap, topic_name, group, accept=4)
     try:
         held, accepted = member_output(member)
@@ -315,9 +312,7 @@ def test_kill_9_of_the_broker_keeps_acknowledged_and_unacknowledged_records(brok
 @pytest.mark.timeout(60)
 def test_read_committed_share_group_skips_aborted_transactions(broker, topic_name):
     bootstrap = broker.bootstrap
-    create_topic(bootstrap, topic_name)
-    group = topic_name + "-g"
-    share_group(bootstrap, group, share_isolation_level="read_committed")
+    group = prepared_group(bootstrap, topic_name, 0, share_isolation_level="read_committed")
     producer = Producer(producer_config(bootstrap, **{"transactional.id": topic_name + "-txn",
                                                       "enable.idempotence": True}))
     producer.init_transactions(15)
@@ -365,10 +360,7 @@ def test_java_share_consumers_get_distinct_records(broker, topic_name, java4_cli
     subprocess.run([javac, "-nowarn", "-d", str(classes), "-cp", java4_client.classpath, str(JAVA_HARNESS)],
                    check=True, capture_output=True, timeout=120)
     bootstrap = broker.bootstrap
-    create_topic(bootstrap, topic_name, partitions=2)
-    group = topic_name + "-g"
-    share_group(bootstrap, group)
-    produce(bootstrap, topic_name, 20, partitions=2)
+    group = prepared_group(bootstrap, topic_name, 20, partitions=2)
     cmd = [java4_client.java, "-Xmx256m", "-XX:+UseSerialGC", "-Djava.net.preferIPv4Stack=true",
            *java4_client.jvm_options, "-cp", os.pathsep.join([str(classes), java4_client.classpath]), "ShareClient",
            bootstrap, topic_name, group, "20", "2", "30000"]
@@ -380,3 +372,39 @@ def test_java_share_consumers_get_distinct_records(broker, topic_name, java4_cli
     assert len(records) == len(set(records)) == 20  # every record once, to one of them
     assert set(records) == {(p, o) for p in range(2) for o in range(10)}
     assert {count for *_, count in rows} == {"1"}
+
+
+SHARE_ACL_CASES = [
+    ("ShareGroupHeartbeat", 76, {"group_id": "g", "member_id": "m", "member_epoch": 0, "rack_id": None,
+                                 "subscribed_topic_names": ["t"]}, "error_code", (ErrorCode.NONE,)),
+    ("ShareGroupDescribe", 77, {"group_ids": ["g"], "include_authorized_operations": False}, "groups.error_code",
+     (ErrorCode.NONE, ErrorCode.GROUP_ID_NOT_FOUND)),
+    ("ShareFetch", 78, {"group_id": "g", "member_id": "m", "share_session_epoch": 0, "max_wait_ms": 0,
+                        "min_bytes": 1, "max_bytes": 1 << 20, "max_records": 10, "batch_size": 10, "topics": [],
+                        "forgotten_topics_data": []}, "error_code", (ErrorCode.NONE, ErrorCode.UNKNOWN_MEMBER_ID)),
+    ("ShareAcknowledge", 79, {"group_id": "g", "member_id": "m", "share_session_epoch": 1, "topics": []},
+     "error_code", (ErrorCode.NONE, ErrorCode.SHARE_SESSION_NOT_FOUND, ErrorCode.INVALID_SHARE_SESSION_EPOCH)),
+    ("DescribeShareGroupOffsets", 90, {"groups": [{"group_id": "g", "topics": None}]}, "groups.error_code",
+     (ErrorCode.NONE, ErrorCode.GROUP_ID_NOT_FOUND)),
+]
+
+
+@pytest.fixture(scope="module")
+def secured(tmp_path_factory):
+    """A broker with SASL PLAIN and ACLs: alice is in no ACL, admin is a super user."""
+    broker = SecuredBroker(tmp_path_factory.mktemp("share-acl"))
+    yield broker
+    broker.process.stop()
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("name, api_key, body, where, admin_gets", SHARE_ACL_CASES, ids=[c[0] for c in SHARE_ACL_CASES])
+def test_share_apis_need_the_group_acl(secured, name, api_key, body, where, admin_gets):
+    """As tests/security/test_acl_every_api.py: alice, in no ACL, is refused on the group; admin is not."""
+    for user, password, allowed in (("alice", "alice-pw", (ErrorCode.GROUP_AUTHORIZATION_FAILED,)),
+                                    ("admin", "admin-pw", admin_gets)):
+        session = Session(secured.sasl, user, password)
+        try:
+            assert first(where)(session.call(api_key, 1, body)) in allowed, (name, user)
+        finally:
+            session.close()

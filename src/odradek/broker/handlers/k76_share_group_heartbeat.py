@@ -12,9 +12,9 @@ told UNKNOWN_MEMBER_ID and rejoin; their delivery state is stored); `rack_id` is
 is not configurable (Kafka's `simple` assignor balances partitions when members outnumber them).
 """
 
-from odradek.broker.authorizer import Operation as Op, ResourceType as Res
 from odradek.broker.core import RequestContext
 from odradek.broker.handlers.k11_join_group import client_host
+from odradek.broker.handlers.k68_consumer_group_heartbeat import heartbeat_refusal
 from odradek.broker.registry import handler
 from odradek.protocol.api_keys import ApiKey
 from odradek.protocol.errors import ErrorCode
@@ -28,14 +28,11 @@ def _error(code: int, message: str | None = None) -> dict:
 @handler(ApiKey.SHARE_GROUP_HEARTBEAT, 1, 1)
 def share_group_heartbeat(ctx: RequestContext, request: dict) -> dict:
     group_id = request["group_id"]
-    if not ctx.allowed(Op.READ, Res.GROUP, group_id):
-        return _error(ErrorCode.GROUP_AUTHORIZATION_FAILED)
     names = request["subscribed_topic_names"]
-    if names and any(not ctx.allowed(Op.DESCRIBE, Res.TOPIC, n) for n in names):
-        return _error(ErrorCode.TOPIC_AUTHORIZATION_FAILED)
+    refused = heartbeat_refusal(ctx, group_id, names)
+    if refused:
+        return _error(refused)
     coordinator = ctx.broker.coordinator
-    if group_id and not coordinator.owns(group_id):
-        return _error(ErrorCode.NOT_COORDINATOR)
     other = coordinator.groups.groups.get(group_id)
     if other is not None and other.members:  # a running classic or consumer group holds the name
         return _error(ErrorCode.GROUP_ID_NOT_FOUND, f"Group {group_id} is not a share group.")

@@ -61,15 +61,23 @@ def acknowledgements(request: dict) -> list[tuple[bytes, int, list[dict]]]:
             for t in request["topics"] for p in t["partitions"] if p["acknowledgement_batches"]]
 
 
+def refusal(ctx: RequestContext, request: dict) -> tuple[int, str | None] | None:
+    """Why a ShareFetch or ShareAcknowledge is refused as a whole (error code, message), or None."""
+    if not request["group_id"]:
+        return ErrorCode.INVALID_REQUEST, "GroupId can't be empty."
+    if not ctx.allowed(Op.READ, Res.GROUP, request["group_id"]):
+        return ErrorCode.GROUP_AUTHORIZATION_FAILED, None
+    if not request["member_id"]:
+        return ErrorCode.UNKNOWN_MEMBER_ID, None
+    return None
+
+
 @handler(ApiKey.SHARE_FETCH, 1, 1)
 async def share_fetch(ctx: RequestContext, request: dict) -> dict:
     group_id, member_id, epoch = request["group_id"], request["member_id"], request["share_session_epoch"]
-    if not group_id:
-        return _failed(ErrorCode.INVALID_REQUEST, "GroupId can't be empty.")
-    if not ctx.allowed(Op.READ, Res.GROUP, group_id):
-        return _failed(ErrorCode.GROUP_AUTHORIZATION_FAILED)
-    if not member_id:
-        return _failed(ErrorCode.UNKNOWN_MEMBER_ID)
+    refused = refusal(ctx, request)
+    if refused is not None:
+        return _failed(*refused)
     coordinator = ctx.broker.coordinator.share_groups
     acks = acknowledgements(request)
     if epoch == INITIAL_SESSION_EPOCH and acks:

@@ -12,9 +12,8 @@ v0 (Kafka 4.0's early access) and v2 (renew acknowledgements) are not served. Ga
 
 import asyncio
 
-from odradek.broker.authorizer import Operation as Op, ResourceType as Res
 from odradek.broker.core import RequestContext
-from odradek.broker.handlers.k78_share_fetch import NO_LEADER, acknowledgements
+from odradek.broker.handlers.k78_share_fetch import NO_LEADER, acknowledgements, refusal
 from odradek.broker.registry import handler
 from odradek.coordinator.share_groups import FINAL_SESSION_EPOCH, ShareError
 from odradek.protocol.api_keys import ApiKey
@@ -29,12 +28,9 @@ def _failed(code: int, message: str | None = None) -> dict:
 @handler(ApiKey.SHARE_ACKNOWLEDGE, 1, 1)
 async def share_acknowledge(ctx: RequestContext, request: dict) -> dict:
     group_id, member_id, epoch = request["group_id"], request["member_id"], request["share_session_epoch"]
-    if not group_id:
-        return _failed(ErrorCode.INVALID_REQUEST, "GroupId can't be empty.")
-    if not ctx.allowed(Op.READ, Res.GROUP, group_id):
-        return _failed(ErrorCode.GROUP_AUTHORIZATION_FAILED)
-    if not member_id:
-        return _failed(ErrorCode.UNKNOWN_MEMBER_ID)
+    refused = refusal(ctx, request)
+    if refused is not None:
+        return _failed(*refused)
     coordinator = ctx.broker.coordinator.share_groups
     try:
         coordinator.begin_session(group_id, member_id, epoch, acknowledge_only=True)
