@@ -9,7 +9,8 @@ NOT_COORDINATOR, INVALID_REQUEST (with Kafka's messages), UNKNOWN_MEMBER_ID, FEN
 GROUP_ID_NOT_FOUND when the id belongs to a classic or consumer group.
 v0 (Kafka 4.0's early access) is not served. Gaps: membership is not stored (after a restart members are
 told UNKNOWN_MEMBER_ID and rejoin; their delivery state is stored); `rack_id` is only reported; the assignor
-is not configurable (Kafka's `simple` assignor balances partitions when members outnumber them).
+is not configurable (Kafka's `simple` assignor divides the partitions among the members, sharing one only
+when members outnumber partitions).
 """
 
 from odradek.broker.core import RequestContext

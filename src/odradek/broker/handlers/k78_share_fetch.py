@@ -17,12 +17,12 @@ and for read_committed the batches of aborted transactions (from the partition's
 are archived and never handed out. Nothing to acquire: the request parks until an append or a release wakes
 it (Broker.wait_for_append), for at most `max_wait_ms`.
 
-Errors per partition: UNKNOWN_TOPIC_ID, TOPIC_AUTHORIZATION_FAILED, NOT_LEADER_OR_FOLLOWER (and the other
-errors of a replica that cannot be read); top level: GROUP_AUTHORIZATION_FAILED, INVALID_REQUEST,
+Errors per partition: UNKNOWN_TOPIC_ID, TOPIC_AUTHORIZATION_FAILED, NOT_LEADER_OR_FOLLOWER (naming the
+leader in `current_leader` and `node_endpoints`, KIP-951, as Fetch does) and the other errors of a replica
+that cannot be read; top level: GROUP_AUTHORIZATION_FAILED, INVALID_REQUEST,
 UNKNOWN_MEMBER_ID, and the session errors.
 v0 (Kafka 4.0's early access) and v2 (acquire modes, renew acknowledgements) are not served. Gaps:
-`batch_size` is ignored (one acquired range per run of equal delivery counts); no leader hints (node
-endpoints); `min_bytes` counts as one record; cluster mode keeps the delivery state with the group's
+`batch_size` is ignored (one acquired range per run of equal delivery counts); `min_bytes` counts as one record; cluster mode keeps the delivery state with the group's
 coordinator, so it works only where that broker also leads the partitions.
 """
 
@@ -31,6 +31,7 @@ import time
 
 from odradek.broker.authorizer import Operation as Op, ResourceType as Res
 from odradek.broker.core import RequestContext
+from odradek.broker.leader_hints import LEADERSHIP_ERRORS, hint_leader, node_endpoints
 from odradek.broker.registry import handler
 from odradek.cluster.partition import ReplicationError
 from odradek.coordinator.share_groups import FINAL_SESSION_EPOCH, INITIAL_SESSION_EPOCH, ShareError
@@ -95,6 +96,7 @@ async def share_fetch(ctx: RequestContext, request: dict) -> dict:
                 session.partitions.add((topic["topic_id"], part["partition_index"]))
     ack_results, durable = coordinator.acknowledge(group_id, member_id, acks)
     entries: dict[tuple[bytes, int], dict] = {tp: _entry(tp[1], ack_error=code) for tp, code in ack_results.items()}
+    leaders: set[int] = set()  # named in leader hints (KIP-951)
     if epoch == FINAL_SESSION_EPOCH:
         coordinator.release_member(group_id, member_id)
     else:
@@ -105,7 +107,7 @@ async def share_fetch(ctx: RequestContext, request: dict) -> dict:
             for tp in wanted:
                 entries.setdefault(tp, _entry(tp[1]))
         while True:
-            got, keys = _acquire(ctx, group_id, member_id, wanted, request, entries)
+            got, keys = _acquire(ctx, group_id, member_id, wanted, request, entries, leaders)
             remaining = deadline - time.monotonic()
             if got or remaining <= 0 or not ctx.connection.is_open:
                 break
@@ -121,13 +123,14 @@ async def share_fetch(ctx: RequestContext, request: dict) -> dict:
     return {"throttle_time_ms": 0, "error_code": 0, "error_message": None,
             "acquisition_lock_timeout_ms": coordinator.lock_duration_ms(group_id),
             "responses": [{"topic_id": t, "partitions": parts} for t, parts in responses.items()],
-            "node_endpoints": []}
+            "node_endpoints": node_endpoints(ctx.broker.metadata, leaders, ctx.connection.listener) if leaders else []}
 
 
 def _acquire(ctx: RequestContext, group_id: str, member_id: str, wanted: list[tuple[bytes, int]], request: dict,
-             entries: dict[tuple[bytes, int], dict]) -> tuple[int, list[tuple[str, int]]]:
-    """Read and acquire records of every wanted partition into ``entries``; returns (records acquired,
-    (topic, partition) keys an append to which is worth waiting for)."""
+             entries: dict[tuple[bytes, int], dict], leaders: set[int]) -> tuple[int, list[tuple[str, int]]]:
+    """Read and acquire records of every wanted partition into ``entries`` (a partition led elsewhere names
+    its leader, added to ``leaders``); returns (records acquired, (topic, partition) keys an append to which
+    is worth waiting for)."""
     broker = ctx.broker
     coordinator = broker.coordinator.share_groups
     read_committed = coordinator.read_committed(group_id)
@@ -153,7 +156,10 @@ def _acquire(ctx: RequestContext, group_id: str, member_id: str, wanted: list[tu
         try:
             partition = broker.replicas.leader_partition(topic.name, index)
         except ReplicationError as exc:
-            entries[(topic_id, index)] = _entry(index, exc.error_code)
+            entries[(topic_id, index)] = refused = _entry(index, exc.error_code)
+            if exc.error_code in LEADERSHIP_ERRORS:
+                refused["current_leader"] = dict(NO_LEADER)
+                hint_leader(broker.metadata, refused, topic.name, index, leaders)
             continue
         keys.append((topic.name, index))
         if taken >= max_records:
