@@ -309,6 +309,26 @@ def test_kill_9_of_the_broker_keeps_acknowledged_and_unacknowledged_records(brok
         close_quietly(consumer)
 
 
+@pytest.mark.timeout(90)
+def test_a_running_share_consumer_carries_on_after_a_broker_crash(broker_factory, topic_name):
+    """Its member and share session are gone with the crash: it rejoins, opens a new session and gets only
+    the new records (the accepted ones stay accepted)."""
+    b = broker_factory()
+    group = prepared_group(b.bootstrap, topic_name, 5)
+    consumer = share_consumer(b.bootstrap, group, explicit=True)
+    try:
+        consumer.subscribe([topic_name])
+        before = poll_records(consumer, 5, 20, explicit_ack=AcknowledgeType.ACCEPT)
+        assert sorted(m.offset() for m in before) == [0, 1, 2, 3, 4]
+        b.kill()
+        b.start()
+        produce(b.bootstrap, topic_name, 5, prefix="after")
+        after = poll_records(consumer, 5, 40, explicit_ack=AcknowledgeType.ACCEPT)
+        assert sorted((m.offset(), m.delivery_count()) for m in after) == [(o, 1) for o in range(5, 10)]
+    finally:
+        close_quietly(consumer)
+
+
 @pytest.mark.timeout(60)
 def test_read_committed_share_group_skips_aborted_transactions(broker, topic_name):
     bootstrap = broker.bootstrap
