@@ -41,8 +41,8 @@ def set_group_configs(bootstrap: str, group: str, **configs: str) -> None:
 
 def share_group(bootstrap: str, group: str, **configs: str) -> None:
     """A group reading from the earliest record, with a short record lock (and any other group configs)."""
-    set_group_configs(bootstrap, group, share_auto_offset_reset="earliest",
-                      share_record_lock_duration_ms=str(LOCK_MS), **configs)
+    set_group_configs(bootstrap, group, **{"share_auto_offset_reset": "earliest",
+                                           "share_record_lock_duration_ms": str(LOCK_MS), **configs})
 
 
 def prepared_group(bootstrap: str, topic: str, records: int, partitions: int = 1, **configs: str) -> str:
@@ -348,6 +348,23 @@ def test_read_committed_share_group_skips_aborted_transactions(broker, topic_nam
         got = poll_records(consumer, 6, 20)
         assert sorted(m.value() for m in got) == [b"ok-a0", b"ok-a1", b"ok-a2", b"ok-b0", b"ok-b1", b"ok-b2"]
         assert poll_records(consumer, 1, 1.0) == []
+    finally:
+        close_quietly(consumer)
+
+
+@pytest.mark.timeout(60)
+def test_by_duration_reset_skips_older_records(broker, topic_name):
+    bootstrap = broker.bootstrap
+    group = prepared_group(bootstrap, topic_name, 0, share_auto_offset_reset="by_duration:PT1H")
+    now_ms = int(time.time() * 1000)
+    assert_delivered(produce_messages(bootstrap, topic_name, [
+        {"value": f"old{i}".encode(), "partition": 0, "timestamp": now_ms - 3 * 3_600_000} for i in range(3)] + [
+        {"value": f"new{i}".encode(), "partition": 0, "timestamp": now_ms} for i in range(2)]))
+    consumer = share_consumer(bootstrap, group)
+    try:
+        consumer.subscribe([topic_name])
+        got = poll_records(consumer, 2, 20)
+        assert sorted((m.offset(), m.value()) for m in got) == [(3, b"new0"), (4, b"new1")]
     finally:
         close_quietly(consumer)
 

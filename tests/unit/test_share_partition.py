@@ -199,3 +199,25 @@ def test_lock_timer_releases_expired_records_and_stores_the_state():
     assert coordinator.check_configs({"share.auto.offset.reset": "never"}) is not None
     assert coordinator.check_configs({"no.such.config": "1"}) is not None
     assert coordinator.check_configs({"share.isolation.level": "read_committed"}) is None
+
+
+def test_by_duration_reset_starts_at_the_first_record_that_recent():
+    from odradek.coordinator.share_groups import iso_duration_ms
+
+    assert iso_duration_ms("PT1H") == 3_600_000 and iso_duration_ms("P1DT0.5S") == 86_400_500
+    for bad in ("P", "PT", "1H", "P1DT", "PT-1S"):
+        try:
+            iso_duration_ms(bad)
+            raise AssertionError(bad)
+        except ValueError:
+            pass
+    coordinator, _, _, _ = _coordinator()
+    assert coordinator.check_configs({"share.auto.offset.reset": "by_duration:PT10M"}) is None
+    assert coordinator.check_configs({"share.auto.offset.reset": "by_duration:10m"}) is not None
+    coordinator.set_group_configs("g", {"share.auto.offset.reset": "by_duration:PT10M"})
+    now = coordinator.scheduler.now_ms()
+    asked = []
+    sp = coordinator.share_partition("g", b"T" * 16, 0, 0, 50, lambda ts: asked.append(ts) or 42)
+    assert sp.start == 42 and asked == [now - 600_000]
+    none_that_recent = coordinator.share_partition("g", b"T" * 16, 1, 0, 50, lambda ts: -1)
+    assert none_that_recent.start == 50  # nothing that recent: from the end

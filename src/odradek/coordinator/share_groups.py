@@ -16,7 +16,8 @@ one), -1 closes it (releasing the member's records), any other epoch must be the
 The session remembers the partitions named so far, less those forgotten.
 
 Delivery state: one `SharePartition` per (group, topic id, partition), created on the first fetch at the
-group's `share.auto.offset.reset` (latest: the high watermark; earliest: the log start). Whenever it
+group's `share.auto.offset.reset` (latest: the high watermark; earliest: the log start; by_duration:D the
+first record with a timestamp at most D old, else the high watermark). Whenever it
 changes (acquisition of new records, acknowledgements, releases, expired locks) its snapshot is appended to
 `__consumer_offsets` under odradek's ShareStateKey (persistence.py); the broker replays it when it loads the
 partition, so acknowledged records stay acknowledged and unfinished ones come back AVAILABLE (with their
@@ -31,6 +32,7 @@ Not thread-safe; owned by the event loop.
 from __future__ import annotations
 
 import logging
+import re
 from concurrent.futures import Future
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Callable
@@ -66,12 +68,38 @@ def _positive_int(v: str) -> bool:
     return v.isdigit() and int(v) > 0
 
 
+BY_DURATION = "by_duration:"
+# Java's Duration text as Kafka's `by_duration:` takes it: PnDTnHnMn.nS (days, hours, minutes, seconds)
+_ISO_DURATION = re.compile(r"P(?:(\d+)D)?(?:T(?:(\d+)H)?(?:(\d+)M)?(?:(\d+(?:\.\d+)?)S)?)?", re.IGNORECASE)
+
+
+def iso_duration_ms(text: str) -> int:
+    """Milliseconds of an ISO-8601 duration such as P1DT2H30M or PT0.5S; ValueError when it is not one."""
+    match = _ISO_DURATION.fullmatch(text.strip())
+    if match is None or text.strip().upper() in ("P", "PT") or text.strip().upper().endswith("T"):
+        raise ValueError(f"not an ISO-8601 duration: {text!r}")
+    days, hours, minutes, seconds = (float(g) if g else 0.0 for g in match.groups())
+    return int((((days * 24 + hours) * 60 + minutes) * 60 + seconds) * 1000)
+
+
+def _offset_reset(v: str) -> bool:
+    if v in ("latest", "earliest"):
+        return True
+    if not v.startswith(BY_DURATION):
+        return False
+    try:
+        iso_duration_ms(v[len(BY_DURATION):])
+    except ValueError:
+        return False
+    return True
+
+
 # Group configs (Kafka's GroupConfig names): name -> (validator, broker property giving the default or a fixed
 # default, documentation for DescribeConfigs)
 GROUP_CONFIGS: dict[str, tuple[Callable[[str], bool], str, str]] = {
-    "share.auto.offset.reset": (_one_of("latest", "earliest"), "latest",
-                                "Where a share group starts reading a partition it has no state for: latest or "
-                                "earliest."),
+    "share.auto.offset.reset": (_offset_reset, "latest",
+                                "Where a share group starts reading a partition it has no state for: latest, "
+                                "earliest, or by_duration:<ISO-8601 duration> (the first record that recent)."),
     "share.isolation.level": (_one_of("read_uncommitted", "read_committed"), "read_uncommitted",
                               "Whether a share group's members get records of open and aborted transactions "
                               "(read_uncommitted) or only committed ones (read_committed)."),
@@ -370,14 +398,21 @@ class ShareGroupCoordinator:
     # ----------------------------------------------------------------------------------------- delivery state
 
     def share_partition(self, group_id: str, topic_id: bytes, partition: int, log_start: int,
-                        high_watermark: int) -> SharePartition:
-        """The group's delivery state of a partition, created at `share.auto.offset.reset` on first use."""
+                        high_watermark: int, offset_for_time: Callable[[int], int] | None = None) -> SharePartition:
+        """The group's delivery state of a partition, created at `share.auto.offset.reset` on first use
+        (``offset_for_time``: the first offset with a timestamp at or after a time, -1 for none, for
+        `by_duration:`)."""
         key = (group_id, topic_id, partition)
         sp = self.partitions.get(key)
         if sp is None:
-            earliest = self.group_config(group_id, "share.auto.offset.reset") == "earliest"
-            sp = self.partitions[key] = SharePartition(log_start if earliest else high_watermark,
-                                                       self.config.delivery_limit, self.config.max_in_flight)
+            reset = self.group_config(group_id, "share.auto.offset.reset")
+            start = high_watermark
+            if reset == "earliest":
+                start = log_start
+            elif reset.startswith(BY_DURATION) and offset_for_time is not None:
+                found = offset_for_time(self._now() - iso_duration_ms(reset[len(BY_DURATION):]))
+                start = found if found >= 0 else high_watermark
+            sp = self.partitions[key] = SharePartition(start, self.config.delivery_limit, self.config.max_in_flight)
         return sp
 
     def acquired(self, key: StateKey, sp: SharePartition) -> None:

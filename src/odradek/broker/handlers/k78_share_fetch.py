@@ -31,6 +31,7 @@ import time
 
 from odradek.broker.authorizer import Operation as Op, ResourceType as Res
 from odradek.broker.core import RequestContext
+from odradek.broker.handlers.k02_list_offsets import first_at_or_after
 from odradek.broker.leader_hints import LEADERSHIP_ERRORS, hint_leader, node_endpoints
 from odradek.broker.registry import handler
 from odradek.cluster.partition import ReplicationError
@@ -166,7 +167,8 @@ def _acquire(ctx: RequestContext, group_id: str, member_id: str, wanted: list[tu
             continue
         plog = partition.log
         key = (group_id, topic_id, index)
-        sp = coordinator.share_partition(group_id, topic_id, index, plog.log_start_offset, plog.high_watermark)
+        sp = coordinator.share_partition(group_id, topic_id, index, plog.log_start_offset, plog.high_watermark,
+                                         lambda ts: first_at_or_after(plog, ts)[0])
         sp.move_start(plog.log_start_offset)
         start = sp.next_fetch_offset()
         upper = plog.last_stable_offset if read_committed else plog.high_watermark
