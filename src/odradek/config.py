@@ -237,6 +237,10 @@ BROKER_PROPERTIES: dict[str, Property] = {
                      "(milliseconds)."),
         # Kafka's default is 50; one node gains nothing from sharding the log over 50 partitions, which cost
         # ~0.4 s of directory/segment creation (fsyncs) on a first start and 150 file descriptors.
+        # as for __transaction_state: Kafka's default is 50, of no use to one node
+        Property("share.coordinator.state.topic.num.partitions", _parse_int, 1, _at_least(1),
+                 doc="Partitions of the internal __share_group_state topic, created when a share group first "
+                     "stores its state; odradek's default is 1 (a count)."),
         Property("transaction.state.log.num.partitions", _parse_int, 1, _at_least(1),
                  doc="Partitions of the internal __transaction_state topic; odradek's default is 1 (a count)."),
         Property("transaction.max.timeout.ms", _parse_int, 900000, _at_least(1),
@@ -310,6 +314,8 @@ BROKER_PROPERTIES: dict[str, Property] = {
                      "leadership back (percent)."),
         Property("offsets.topic.replication.factor", _parse_int, 3, _at_least(1),
                  doc="Replicas of the internal __consumer_offsets topic in a cluster (a count)."),
+        Property("share.coordinator.state.topic.replication.factor", _parse_int, 3, _at_least(1),
+                 doc="Replicas of the internal __share_group_state topic in a cluster (a count)."),
         Property("transaction.state.log.replication.factor", _parse_int, 3, _at_least(1),
                  doc="Replicas of the internal __transaction_state topic in a cluster (a count)."),
         Property("transaction.state.log.min.isr", _parse_int, 2, _at_least(1),

@@ -121,17 +121,18 @@ def _coordinator(**config):
     from odradek.coordinator.timers import FakeScheduler
     from odradek.storage.flusher import completed_future
 
-    appended = []
+    stored = []  # (key, value) of the share-partition states written
     woken = []
 
-    def append(group_id, records):
-        appended.extend(records)
+    def append_state(key, value):
+        stored.append((key, value))
         return completed_future()
 
     metadata = _Metadata(_Topic("t", b"T" * 16, 2))
-    coordinator = ShareGroupCoordinator(ShareGroupConfig(**config), FakeScheduler(), append, metadata,
+    coordinator = ShareGroupCoordinator(ShareGroupConfig(**config), FakeScheduler(),
+                                        lambda group_id, records: completed_future(), append_state, metadata,
                                         lambda topic, p: woken.append((topic, p)))
-    return coordinator, metadata, appended, woken
+    return coordinator, metadata, stored, woken
 
 
 def test_heartbeats_assign_every_partition_to_every_member_with_epochs():
@@ -175,7 +176,7 @@ def test_session_epochs_and_a_timed_out_member_releases_its_records():
     coordinator.scheduler.advance(5000)  # no heartbeat: the member is removed, its records released
     assert "a" not in coordinator.groups["g"].members and ("g", "a") not in coordinator.sessions
     assert sp.count(AVAILABLE) == 3 and woken == [("t", 0)]
-    assert appended and appended[-1][0].startswith(b"\x03\xe9")  # a ShareStateKey (version 1001)
+    assert appended and appended[-1][0] == ("g", b"T" * 16, 0)  # its new state is stored
 
 
 def test_lock_timer_releases_expired_records_and_stores_the_state():

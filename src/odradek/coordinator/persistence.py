@@ -9,7 +9,8 @@ Keys (the first int16 is the key version, which also says what the record is)::
     OffsetCommitKey   version int16 = 1 (0 is read too), group string, topic string, partition int32
     GroupMetadataKey  version int16 = 2, group string
     ConsumerGroupKey  version int16 = 1000, group string     (odradek's own: Kafka's tools skip it)
-    ShareStateKey     version int16 = 1001, group string, topic_id 16 bytes, partition int32   (odradek's own)
+    ShareStateKey     version int16 = 1001, group string, topic_id 16 bytes, partition int32
+                      (odradek's own; in `__share_group_state`, share_state.py)
     GroupConfigKey    version int16 = 1002, group string     (odradek's own)
 
 Values (a null value is a tombstone: the key was deleted)::
@@ -34,8 +35,9 @@ Values (a null value is a tombstone: the key was deleted)::
                                    assigned P, pending_revocation P, target P]
                           where P = [topic_id 16 bytes, partition int32]
 
-    ShareStateValue v0    (one share group's delivery state of one partition, share_partition.py; written
-                          when it changed: on acknowledgements, releases, expired locks and a new window)
+    ShareStateValue v0    (in `__share_group_state`: one share group's delivery state of one partition,
+                          share_partition.py; written when it changed: on acknowledgements, releases,
+                          expired locks and a new window)
                           version int16 = 0, start_offset int64, end_offset int64,
                           runs [first_offset int64, last_offset int64, state int8, delivery_count int16]
     GroupConfigValue v0   version int16 = 0, configs [name string, value string]   (a group's dynamic configs)

@@ -19,12 +19,12 @@ Delivery state: one `SharePartition` per (group, topic id, partition), created o
 group's `share.auto.offset.reset` (latest: the high watermark; earliest: the log start; by_duration:D the
 first record with a timestamp at most D old, else the high watermark). Whenever it
 changes (acquisition of new records, acknowledgements, releases, expired locks) its snapshot is appended to
-`__consumer_offsets` under odradek's ShareStateKey (persistence.py); the broker replays it when it loads the
-partition, so acknowledged records stay acknowledged and unfinished ones come back AVAILABLE (with their
+the internal topic `__share_group_state` (share_state.py); the broker replays it when it loads that topic's
+partitions, so acknowledged records stay acknowledged and unfinished ones come back AVAILABLE (with their
 delivery counts) after a restart or kill -9. Acknowledgements are answered only once their state is durable.
 
-Group configs (DescribeConfigs/IncrementalAlterConfigs on GROUP resources) live here too, stored under
-GroupConfigKey.
+Group configs (DescribeConfigs/IncrementalAlterConfigs on GROUP resources) live here too, stored in the
+group's partition of `__consumer_offsets` (GroupConfigKey).
 
 Not thread-safe; owned by the event loop.
 """
@@ -37,16 +37,10 @@ from concurrent.futures import Future
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Callable
 
-from odradek.coordinator.persistence import (
-    encode_group_config_value,
-    encode_share_state_value,
-    group_config_key,
-    share_state_key,
-)
+from odradek.coordinator.persistence import encode_group_config_value, encode_share_state_value, group_config_key
 from odradek.coordinator.share_partition import SharePartition
 from odradek.coordinator.timers import Scheduler
 from odradek.protocol.errors import ErrorCode
-from odradek.storage.flusher import completed_future
 
 if TYPE_CHECKING:
     from odradek.cluster.metadata import MetadataCache
@@ -171,10 +165,12 @@ class ShareSession:
 class ShareGroupCoordinator:
     def __init__(self, config: ShareGroupConfig, scheduler: Scheduler,
                  append: Callable[[str, list[tuple[bytes, bytes | None]]], Future],
+                 append_state: Callable[[StateKey, bytes | None], Future],
                  metadata: "MetadataCache | None", wake: Callable[[str, int], None] | None = None) -> None:
         self.config = config
         self.scheduler = scheduler
-        self._append = append
+        self._append = append  # a group's records in __consumer_offsets (its configs)
+        self._append_state = append_state  # a share partition's state in __share_group_state
         self.metadata = metadata
         self.wake = wake or (lambda topic, partition: None)
         self.groups: dict[str, ShareGroup] = {}
@@ -350,15 +346,13 @@ class ShareGroupCoordinator:
         if group.members:
             return ErrorCode.NON_EMPTY_GROUP
         del self.groups[group_id]
-        records: list[tuple[bytes, bytes | None]] = []
-        for key in [k for k in self.partitions if k[0] == group_id]:
-            del self.partitions[key]
-            records.append((share_state_key(*key), None))
-        if group_id in self.group_configs:
-            del self.group_configs[group_id]
-            records.append((group_config_key(group_id), None))
         try:
-            self._append(group_id, records)
+            for key in [k for k in self.partitions if k[0] == group_id]:
+                del self.partitions[key]
+                self._append_state(key, None)
+            if group_id in self.group_configs:
+                del self.group_configs[group_id]
+                self._append(group_id, [(group_config_key(group_id), None)])
         except Exception as exc:
             log.warning("share group %s: cannot store its deletion: %s", group_id, exc)
         return ErrorCode.NONE
@@ -420,10 +414,10 @@ class ShareGroupCoordinator:
         self._arm_lock_timer(key, sp)
 
     def acknowledge(self, group_id: str, member_id: str,
-                    partitions: list[tuple[bytes, int, list[dict]]]) -> tuple[dict[TopicPartition, int], Future]:
+                    partitions: list[tuple[bytes, int, list[dict]]]) -> tuple[dict[TopicPartition, int], list[Future]]:
         """Apply a request's acknowledgement batches ((topic id, partition, batches) with the wire fields
-        first_offset, last_offset, acknowledge_types); returns the error code per partition and a future
-        done once the new state is durable."""
+        first_offset, last_offset, acknowledge_types); returns the error code per partition and futures
+        done once the new states are durable."""
         results: dict[TopicPartition, int] = {}
         keys: list[StateKey] = []
         for topic_id, partition, batches in partitions:
@@ -438,11 +432,7 @@ class ShareGroupCoordinator:
             if sp is not None:
                 keys.append(key)
                 self._wake(key)  # released records may be acquired by a parked fetch
-        try:
-            durable = self.store(group_id, keys)
-        except Exception:
-            durable = completed_future()
-        return results, durable
+        return results, self.store(keys)
 
     def _arm_lock_timer(self, key: StateKey, sp: SharePartition) -> None:
         due = sp.next_lock_deadline()
@@ -463,7 +453,7 @@ class ShareGroupCoordinator:
             return
         if sp.expire_locks(self._now()):
             self._wake(key)
-            self.store(key[0], [key])
+            self.store([key])
         self._arm_lock_timer(key, sp)
 
     def release_member(self, group_id: str, member_id: str) -> None:
@@ -472,8 +462,7 @@ class ShareGroupCoordinator:
             if key[0] == group_id and sp.release_member(member_id):
                 keys.append(key)
                 self._wake(key)
-        if keys:
-            self.store(group_id, keys)
+        self.store(keys)
 
     def _wake(self, key: StateKey) -> None:
         """Records became AVAILABLE again: wake the share fetches parked on that partition."""
@@ -481,24 +470,22 @@ class ShareGroupCoordinator:
         if topic is not None:
             self.wake(topic.name, key[2])
 
-    def store(self, group_id: str, keys: list[StateKey]) -> Future:
-        """Append the changed delivery states among ``keys`` (one group's) to `__consumer_offsets`."""
-        records: list[tuple[bytes, bytes | None]] = []
+    def store(self, keys: list[StateKey]) -> list[Future]:
+        """Append the changed delivery states among ``keys`` to `__share_group_state`; futures done once
+        they are durable. A state that cannot be written (its partition is led elsewhere, storage failed)
+        is logged and stays changed, so the next change writes it again."""
+        durable = []
         for key in keys:
             sp = self.partitions.get(key)
-            if sp is not None and sp.dirty:
-                records.append((share_state_key(*key), encode_share_state_value(*sp.snapshot())))
-                sp.dirty = False
-        if not records:
-            return completed_future()
-        try:
-            return self._append(group_id, records)
-        except Exception as exc:  # the partition moved or storage failed: the next change writes it again
-            log.warning("share group %s: cannot store its delivery state: %s", group_id, exc)
-            for key in keys:
-                if key in self.partitions:
-                    self.partitions[key].dirty = True
-            raise
+            if sp is None or not sp.dirty:
+                continue
+            try:
+                durable.append(self._append_state(key, encode_share_state_value(*sp.snapshot())))
+            except Exception as exc:
+                log.warning("share group %s: cannot store its delivery state: %s", key[0], exc)
+                continue
+            sp.dirty = False
+        return durable
 
     # ----------------------------------------------------------------------------------------- loading
 
@@ -511,6 +498,14 @@ class ShareGroupCoordinator:
         self.partitions[key] = SharePartition.restore(*value, delivery_limit=self.config.delivery_limit,
                                                       max_in_flight=self.config.max_in_flight)
         self.groups.setdefault(group_id, ShareGroup(group_id))
+
+    def unload_states(self, gone: Callable[[StateKey], bool]) -> None:
+        """Forget the delivery states of the `__share_group_state` partitions this broker no longer leads."""
+        for key in [k for k in self.partitions if gone(k)]:
+            del self.partitions[key]
+            armed = self._lock_timers.pop(key, None)
+            if armed is not None:
+                armed[1].cancel()  # type: ignore[attr-defined]
 
     def restore_configs(self, group_id: str, configs: dict[str, str] | None) -> None:
         if configs:
@@ -525,11 +520,6 @@ class ShareGroupCoordinator:
             for member in group.members.values():
                 if member.session_timer is not None:
                     member.session_timer.cancel()  # type: ignore[attr-defined]
-        for key in [k for k in self.partitions if not owns(k[0])]:
-            del self.partitions[key]
-            armed = self._lock_timers.pop(key, None)
-            if armed is not None:
-                armed[1].cancel()  # type: ignore[attr-defined]
         for key in [k for k in self.sessions if not owns(k[0])]:
             del self.sessions[key]
         for group_id in [g for g in self.group_configs if not owns(g)]:

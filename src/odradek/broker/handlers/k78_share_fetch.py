@@ -117,7 +117,8 @@ async def share_fetch(ctx: RequestContext, request: dict) -> dict:
                     await asyncio.sleep(remaining)
                 break
             await ctx.broker.wait_for_append(keys, remaining)
-    await asyncio.wrap_future(durable)  # acknowledged means stored
+    for stored in durable:  # acknowledged means stored
+        await asyncio.wrap_future(stored)
     responses: dict[bytes, list[dict]] = {}
     for (topic_id, _), entry in sorted(entries.items()):
         responses.setdefault(topic_id, []).append(entry)
@@ -187,11 +188,8 @@ def _acquire(ctx: RequestContext, group_id: str, member_id: str, wanted: list[tu
                 for t in aborted))
             spans.append((pos, header.size, LogBatch(header.base_offset, header.last_offset, skip)))
         acquired = sp.acquire(member_id, [s[2] for s in spans], max_records - taken, now, lock_ms)
-        if sp.dirty:
-            try:
-                coordinator.store(group_id, [key])
-            except Exception:
-                pass  # logged by store; written with the next change
+        if sp.dirty:  # a new window or archived records: stored, not waited for (a crash delivers again)
+            coordinator.store([key])
         if not acquired:
             continue
         coordinator.acquired(key, sp)

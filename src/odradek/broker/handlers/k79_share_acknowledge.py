@@ -6,7 +6,7 @@ whatever the member still holds. Each acknowledgement batch names offsets [first
 of them or one per offset: 0 gap, 1 accept, 2 release (delivered again, or archived at
 `group.share.delivery.count.limit`), 3 reject. A batch with an offset the member does not hold is not applied
 and its partition answers INVALID_RECORD_STATE; malformed types INVALID_REQUEST. The answer comes once the
-new delivery state is durable in `__consumer_offsets`.
+new delivery state is durable in `__share_group_state`.
 v0 (Kafka 4.0's early access) and v2 (renew acknowledgements) are not served. Gaps: no leader hints.
 """
 
@@ -39,7 +39,8 @@ async def share_acknowledge(ctx: RequestContext, request: dict) -> dict:
     results, durable = coordinator.acknowledge(group_id, member_id, acknowledgements(request))
     if epoch == FINAL_SESSION_EPOCH:
         coordinator.release_member(group_id, member_id)
-    await asyncio.wrap_future(durable)  # acknowledged means stored
+    for stored in durable:  # acknowledged means stored
+        await asyncio.wrap_future(stored)
     responses: dict[bytes, list[dict]] = {}
     for (topic_id, index), code in sorted(results.items()):
         if ctx.broker.metadata.topic_by_id(topic_id) is None:
