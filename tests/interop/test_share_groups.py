@@ -304,6 +304,8 @@ def test_kill_9_of_the_broker_keeps_acknowledged_and_unacknowledged_records(brok
         got = poll_records(consumer, 10 - len(acked), 20, explicit_ack=AcknowledgeType.ACCEPT)
         offsets = sorted(m.offset() for m in got)
         assert offsets == [o for o in range(10) if o not in acked]  # none acknowledged again, none lost
+        topics = AdminClient({"bootstrap.servers": b.bootstrap}).list_topics(timeout=10).topics
+        assert "__share_group_state" in topics  # where that state lives, created on first use
         assert poll_records(consumer, 1, 1.0, explicit_ack=AcknowledgeType.ACCEPT) == []
     finally:
         close_quietly(consumer)

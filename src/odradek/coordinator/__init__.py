@@ -11,7 +11,7 @@ and their topic).
 """
 
 from odradek.coordinator.service import OFFSETS_TOPIC, Coordinator, offsets_topic_configs
-from odradek.coordinator.share_state import SHARE_STATE_TOPIC, share_state_topic_configs
+from odradek.coordinator.share_state import SHARE_STATE_TOPIC
 from odradek.coordinator.transactions import TXN_TOPIC, txn_topic_configs
 
 __all__ = ["Coordinator", "OFFSETS_TOPIC", "SHARE_STATE_TOPIC", "TXN_TOPIC", "internal_topics",
@@ -29,5 +29,5 @@ def internal_topics(config) -> list[tuple[str, int, dict[str, str]]]:
 def on_demand_topics(config) -> list[tuple[str, int, dict[str, str]]]:
     """(name, partitions, configs) of the internal topics created only when first used: a broker whose
     clients never use share groups has no `__share_group_state`."""
-    return [(SHARE_STATE_TOPIC, config.int("share.coordinator.state.topic.num.partitions"),
-             share_state_topic_configs())]
+    # compacted, never deleted by retention, snapshotted: the configs of __transaction_state
+    return [(SHARE_STATE_TOPIC, config.int("share.coordinator.state.topic.num.partitions"), txn_topic_configs())]

@@ -40,12 +40,6 @@ StateKey = tuple[str, bytes, int]  # (group, topic id, partition)
 StateValue = tuple[int, int, list[tuple[int, int, int, int]]]  # (start, end, runs): share_partition.snapshot()
 
 
-def share_state_topic_configs() -> dict[str, str]:
-    """Topic configs `__share_group_state` is created with: never deleted by retention (snapshotted instead)."""
-    return {"cleanup.policy": "compact", "retention.ms": "-1", "retention.bytes": "-1",
-            "segment.bytes": str(100 * 1024 * 1024)}
-
-
 def key_text(group_id: str, topic_id: bytes, partition: int) -> str:
     """Kafka's text form of a share-partition key, which places it in a partition of the topic."""
     return f"{group_id}:{base64.urlsafe_b64encode(topic_id).decode().rstrip('=')}:{partition}"
