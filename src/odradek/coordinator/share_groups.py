@@ -39,6 +39,7 @@ from typing import TYPE_CHECKING, Callable
 
 from odradek.coordinator.persistence import encode_group_config_value, encode_share_state_value, group_config_key
 from odradek.coordinator.share_partition import SharePartition
+from odradek.coordinator.share_state import StateKey
 from odradek.coordinator.timers import Scheduler
 from odradek.protocol.errors import ErrorCode
 
@@ -48,7 +49,6 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 TopicPartition = tuple[bytes, int]  # (topic id, partition)
-StateKey = tuple[str, bytes, int]  # (group, topic id, partition)
 LEAVE_EPOCH = -1
 FINAL_SESSION_EPOCH = -1
 INITIAL_SESSION_EPOCH = 0
