@@ -157,7 +157,7 @@ class ConsumerGroupCoordinator:
         elif req.member_epoch == STATIC_LEAVE_EPOCH:
             _require(req.instance_id is not None, "InstanceId can't be null.")
         elif req.member_epoch < STATIC_LEAVE_EPOCH:
-            _require(False, f"MemberEpoch is invalid.")
+            _require(False, "MemberEpoch is invalid.")
         if req.server_assignor is not None and req.server_assignor not in self.config.assignors:
             raise HeartbeatError(ErrorCode.UNSUPPORTED_ASSIGNOR,
                                  f"ServerAssignor {req.server_assignor} is not supported. Supported assignors: "
