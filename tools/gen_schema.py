@@ -302,7 +302,13 @@ def emit_fields(fields, valid, where):
 # APIs whose 4.x form the shared folder lacks: read from Apache Kafka's client jar (`--jar`), where the
 # message definitions ship as common/message/<Name>.json.
 FROM_JAR = ("ConsumerGroupHeartbeatRequest", "ConsumerGroupHeartbeatResponse",
-            "ConsumerGroupDescribeRequest", "ConsumerGroupDescribeResponse")
+            "ConsumerGroupDescribeRequest", "ConsumerGroupDescribeResponse",
+            # share groups (KIP-932): 3.9 has only the early-access v0; clients speak 1-2
+            "ShareGroupHeartbeatRequest", "ShareGroupHeartbeatResponse",
+            "ShareGroupDescribeRequest", "ShareGroupDescribeResponse",
+            "ShareFetchRequest", "ShareFetchResponse",
+            "ShareAcknowledgeRequest", "ShareAcknowledgeResponse",
+            "DescribeShareGroupOffsetsRequest", "DescribeShareGroupOffsetsResponse")
 
 
 def build(src, jar=None):

@@ -199,6 +199,21 @@ BROKER_PROPERTIES: dict[str, Property] = {
                  doc="Lower bound checked at start-up for group.consumer.heartbeat.interval.ms (milliseconds)."),
         Property("group.consumer.max.heartbeat.interval.ms", _parse_int, 15000, _at_least(1),
                  doc="Upper bound checked at start-up for group.consumer.heartbeat.interval.ms (milliseconds)."),
+        # share groups (KIP-932); Kafka's names and defaults
+        Property("group.share.session.timeout.ms", _parse_int, 45000, _at_least(1),
+                 doc="A member of a share group that sends no heartbeat for this long is removed and the records "
+                     "it holds are released (milliseconds)."),
+        Property("group.share.heartbeat.interval.ms", _parse_int, 5000, _at_least(1),
+                 doc="How often members of share groups are told to heartbeat (milliseconds)."),
+        Property("group.share.record.lock.duration.ms", _parse_int, 30000, _at_least(1),
+                 doc="How long a share-group member holds a record it was given before it goes back to the "
+                     "others, unless the group's share.record.lock.duration.ms says otherwise (milliseconds)."),
+        Property("group.share.delivery.count.limit", _parse_int, 5, _at_least(2),
+                 doc="How many times a record is delivered to share-group members before it is archived "
+                     "(a count)."),
+        Property("group.share.partition.max.record.locks", _parse_int, 2000, _at_least(100),
+                 doc="Most records of one partition in flight (handed out, not yet finished) for one share "
+                     "group (a count)."),
         Property("group.consumer.assignors", str, "uniform,range",
                  lambda v: bool(v.strip()) and all(a.strip() in ("uniform", "range") for a in v.split(",")),
                  doc="The server-side assignors consumer-protocol groups may use, the first being the default "
@@ -222,6 +237,10 @@ BROKER_PROPERTIES: dict[str, Property] = {
                      "(milliseconds)."),
         # Kafka's default is 50; one node gains nothing from sharding the log over 50 partitions, which cost
         # ~0.4 s of directory/segment creation (fsyncs) on a first start and 150 file descriptors.
+        # as for __transaction_state: Kafka's default is 50, of no use to one node
+        Property("share.coordinator.state.topic.num.partitions", _parse_int, 1, _at_least(1),
+                 doc="Partitions of the internal __share_group_state topic, created when a share group first "
+                     "stores its state; odradek's default is 1 (a count)."),
         Property("transaction.state.log.num.partitions", _parse_int, 1, _at_least(1),
                  doc="Partitions of the internal __transaction_state topic; odradek's default is 1 (a count)."),
         Property("transaction.max.timeout.ms", _parse_int, 900000, _at_least(1),
@@ -303,6 +322,8 @@ BROKER_PROPERTIES: dict[str, Property] = {
                      "leadership back (percent)."),
         Property("offsets.topic.replication.factor", _parse_int, 3, _at_least(1),
                  doc="Replicas of the internal __consumer_offsets topic in a cluster (a count)."),
+        Property("share.coordinator.state.topic.replication.factor", _parse_int, 3, _at_least(1),
+                 doc="Replicas of the internal __share_group_state topic in a cluster (a count)."),
         Property("transaction.state.log.replication.factor", _parse_int, 3, _at_least(1),
                  doc="Replicas of the internal __transaction_state topic in a cluster (a count)."),
         Property("transaction.state.log.min.isr", _parse_int, 2, _at_least(1),

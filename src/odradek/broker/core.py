@@ -32,6 +32,7 @@ from odradek.config import BrokerConfig, log_config_for
 from odradek.storage.cleaner import CleanerConfig
 from odradek.coordinator import OFFSETS_TOPIC, Coordinator
 from odradek.coordinator.persistence import OffsetsTopicLog, partition_for
+from odradek.coordinator.share_state import SHARE_STATE_TOPIC, ShareStateLog
 from odradek.coordinator.transactions import TXN_TOPIC, TransactionCoordinator
 from odradek.broker.authorizer import Authorizer
 from odradek.broker.quotas import PRODUCE, REQUEST, ClientQuotas
@@ -159,8 +160,14 @@ class Broker:
 
     def _build_coordinator(self) -> Coordinator:
         partitions = self.cluster.partition_count(OFFSETS_TOPIC, self.config.int("offsets.topic.num.partitions"))
-        return Coordinator(self.config, partitions, lambda p: self.replicas.partition(OFFSETS_TOPIC, p),
-                           self.metadata.has_partition, metadata=self.metadata)
+        share_state = ShareStateLog(
+            self.cluster.partition_count(SHARE_STATE_TOPIC, self.config.int("share.coordinator.state.topic.num.partitions")),
+            lambda p: self.replicas.partition(SHARE_STATE_TOPIC, p), now_ms,
+            lambda: self.cluster.create_internal_topic(SHARE_STATE_TOPIC))
+        coordinator = Coordinator(self.config, partitions, lambda p: self.replicas.partition(OFFSETS_TOPIC, p),
+                                  self.metadata.has_partition, metadata=self.metadata, share_state=share_state)
+        coordinator.share_groups.wake = self.notify_append  # records released: parked ShareFetches look again
+        return coordinator
 
     def _build_txn_coordinator(self) -> TransactionCoordinator:
         partitions = self.cluster.partition_count(TXN_TOPIC, self.config.int("transaction.state.log.num.partitions"))
@@ -172,6 +179,12 @@ class Broker:
 
     def _coordinator_partition_moved(self, topic: str, partition: int, leader: bool) -> None:
         """Coordinators live where their internal partition's leader lives."""
+        if topic == SHARE_STATE_TOPIC:
+            if leader:
+                self.coordinator.load_share_state(partition)
+            else:
+                self.coordinator.unload_share_state(partition)
+            return
         if topic == OFFSETS_TOPIC:
             target = self.coordinator
         elif topic == TXN_TOPIC:
@@ -235,10 +248,13 @@ class Broker:
     def internal_topic_partitions(self, name: str, partitions: int) -> None:
         """The cluster's internal topic has this many partitions (a cluster learns it from the metadata):
         the coordinators hash keys over that count."""
-        target = self.coordinator if name == OFFSETS_TOPIC else self.txn_coordinator
-        if target is not None and target.log.partitions != partitions:
+        owner = self.txn_coordinator if name == TXN_TOPIC else self.coordinator
+        if owner is None:
+            return
+        target = owner.share_state.log if name == SHARE_STATE_TOPIC else owner.log
+        if target.partitions != partitions:
             log.info("%s has %d partitions", name, partitions)
-            target.log.partitions = partitions
+            target.partitions = partitions
 
     def partition_exists(self, topic: str, partition: int) -> bool:
         return self.metadata.has_partition(topic, partition)

@@ -6,9 +6,14 @@ go through `apply_overrides`, so validation and persistence have one implementat
 Broker resources (a broker id, or "" for the cluster-wide default) take the dynamic broker configs odradek
 applies at run time, the replication throttle rates (`apply_broker_configs`); any other name is refused
 with INVALID_REQUEST, as Kafka refuses configs that cannot be updated dynamically.
+
+Group resources (type 32, KIP-848/KIP-932 group configs) take Kafka's group config names
+(coordinator/share_groups.py GROUP_CONFIGS), kept by the group's coordinator (`apply_group_configs`).
 """
 
 from __future__ import annotations
+
+import asyncio
 
 from odradek.broker.authorizer import CLUSTER_NAME, Operation, ResourceType
 from odradek.broker.core import RequestContext
@@ -16,7 +21,7 @@ from odradek.cluster.admin import AdminError
 from odradek.config import validate_topic_config
 from odradek.protocol.errors import ErrorCode
 
-RESOURCE_TOPIC, RESOURCE_BROKER = 2, 4
+RESOURCE_TOPIC, RESOURCE_BROKER, RESOURCE_GROUP = 2, 4, 32
 # Broker configs that may change at run time (Kafka's dynamic broker configs, the part odradek applies).
 DYNAMIC_BROKER_CONFIGS = frozenset({"leader.replication.throttled.rate", "follower.replication.throttled.rate"})
 
@@ -28,6 +33,12 @@ def resource_error(ctx: RequestContext, resource: dict) -> tuple[int, str] | Non
         return ErrorCode.CLUSTER_AUTHORIZATION_FAILED, "Authorization failed."
     if kind == RESOURCE_TOPIC and not ctx.allowed(Operation.ALTER_CONFIGS, ResourceType.TOPIC, name):
         return ErrorCode.TOPIC_AUTHORIZATION_FAILED, "Authorization failed."
+    if kind == RESOURCE_GROUP:
+        if not ctx.allowed(Operation.ALTER_CONFIGS, ResourceType.GROUP, name):
+            return ErrorCode.GROUP_AUTHORIZATION_FAILED, "Authorization failed."
+        if not name:
+            return ErrorCode.INVALID_REQUEST, "Group name can't be empty."
+        return None
     if kind == RESOURCE_BROKER:
         if name != "" and not name.isdigit():
             return ErrorCode.INVALID_REQUEST, f"Invalid broker id {name!r}"
@@ -52,6 +63,24 @@ async def apply_overrides(ctx: RequestContext, topic_name: str, overrides: dict[
             await ctx.broker.admin.alter_topic_configs(topic_name, overrides)
         except AdminError as exc:
             return exc.error_code, exc.message
+    return ErrorCode.NONE, None
+
+
+async def apply_group_configs(ctx: RequestContext, group_id: str, changes: dict[str, str | None],
+                              validate_only: bool) -> tuple[int, str | None]:
+    """Validate and, unless ``validate_only``, store a group's config changes (a value; None: back to the
+    default); they are kept by the group's coordinator (coordinator/share_groups.py)."""
+    coordinator = ctx.broker.coordinator
+    if not coordinator.owns(group_id):
+        return ErrorCode.NOT_COORDINATOR, None
+    problem = coordinator.share_groups.check_configs(changes)
+    if problem:
+        return ErrorCode.INVALID_CONFIG, problem
+    if not validate_only:
+        try:
+            await asyncio.wrap_future(coordinator.share_groups.set_group_configs(group_id, changes))
+        except Exception as exc:  # the coordinator's partition moved or storage failed
+            return ErrorCode.COORDINATOR_NOT_AVAILABLE, str(exc)
     return ErrorCode.NONE, None
 
 

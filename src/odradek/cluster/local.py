@@ -22,7 +22,7 @@ from odradek.cluster.admin import AdminError, check_assignment
 from odradek.cluster.metadata import BrokerInfo, PartitionInfo
 from odradek.cluster.replica_manager import PartitionStateChange
 from odradek.cluster.topics import Topic, TopicRegistry, new_topic_id
-from odradek.coordinator import internal_topics
+from odradek.coordinator import internal_topics, on_demand_topics
 from odradek.coordinator.producer_ids import ProducerIdManager
 from odradek.net.listeners import ListenerSetup
 from odradek.protocol.errors import ErrorCode
@@ -84,7 +84,7 @@ class LocalController:
         return None
 
     def create_internal_topic(self, name: str) -> None:
-        for internal, partitions, configs in internal_topics(self.broker.config):
+        for internal, partitions, configs in internal_topics(self.broker.config) + on_demand_topics(self.broker.config):
             if internal == name and self.registry.get(name) is None:
                 self.create_topic_now(name, partitions, configs)
 

@@ -70,7 +70,7 @@ PEER_RECHECK_S = 1.0  # while ZooKeeper is away but the brokers reach us: how of
 PRODUCER_ID_BLOCK_SIZE = 1000
 CONTROLLED_SHUTDOWN_VERSION = 3
 META_PROPERTIES = "meta.properties"
-INTERNAL_TOPICS = ("__consumer_offsets", "__transaction_state")
+INTERNAL_TOPICS = ("__consumer_offsets", "__transaction_state", "__share_group_state")
 HANDOVER_GRACE_S = 0.25
 
 

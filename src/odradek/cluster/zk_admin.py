@@ -31,7 +31,7 @@ from odradek.cluster import zk_layout as L
 from odradek.cluster.admin import AdminError, check_assignment, place_replicas
 from odradek.cluster.topics import Topic, new_topic_id
 from odradek.cluster.zk import BadVersionError, NodeExistsError
-from odradek.coordinator import internal_topics
+from odradek.coordinator import internal_topics, on_demand_topics
 from odradek.protocol.errors import ErrorCode
 
 if TYPE_CHECKING:
@@ -104,9 +104,10 @@ class ZkAdmin:
 
     def create_internal_topic(self, name: str) -> None:
         config = self.member.broker.config
-        factor_key = "offsets.topic.replication.factor" if name == "__consumer_offsets" else \
-            "transaction.state.log.replication.factor"
-        for internal, partitions, configs in internal_topics(config):
+        factor_key = {"__consumer_offsets": "offsets.topic.replication.factor",
+                      "__share_group_state": "share.coordinator.state.topic.replication.factor"}.get(
+            name, "transaction.state.log.replication.factor")
+        for internal, partitions, configs in internal_topics(config) + on_demand_topics(config):
             if internal == name:
                 if name == "__transaction_state":
                     configs = {**configs, "min.insync.replicas": str(config.int("transaction.state.log.min.isr"))}

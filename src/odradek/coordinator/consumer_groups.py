@@ -26,7 +26,8 @@ One heartbeat (`heartbeat`), in Kafka's order:
 7. the answer: member id and epoch, `group.consumer.heartbeat.interval.ms`, and the assignment when the
    member joined, sent a full request, or its assignment changed.
 
-Timers: a member that sends no heartbeat within `group.consumer.session.timeout.ms` is removed; one that
+Timers: a member that sends no heartbeat within `group.consumer.session.timeout.ms` (or the group's
+`consumer.session.timeout.ms` config; likewise `consumer.heartbeat.interval.ms`) is removed; one that
 does not revoke within its rebalance timeout is removed too (fenced), so its partitions move on.
 
 Persistence: whenever a heartbeat, leave or timeout changes a group, its whole state (epochs, members,
@@ -46,7 +47,7 @@ import re
 import uuid
 from collections import Counter
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Callable
 
 from odradek.coordinator.assignors import ASSIGNORS, AssignorMember, TopicId
 from odradek.coordinator.consumer_group import (
@@ -112,6 +113,13 @@ class ConsumerGroupCoordinator:
         self.classic = groups
         self.metadata = metadata
         self._regex_cache: dict[str, re.Pattern] = {}
+        # a group's own configs (IncrementalAlterConfigs on GROUP resources, kept by the share group
+        # coordinator): (group, name) -> value, "" when the group has none
+        self.group_config: Callable[[str, str], str] = lambda group_id, name: ""
+
+    def _group_ms(self, group_id: str, name: str, default: int) -> int:
+        value = self.group_config(group_id, name)
+        return int(value) if value else default
 
     @property
     def groups(self) -> dict:
@@ -149,7 +157,7 @@ class ConsumerGroupCoordinator:
         elif req.member_epoch == STATIC_LEAVE_EPOCH:
             _require(req.instance_id is not None, "InstanceId can't be null.")
         elif req.member_epoch < STATIC_LEAVE_EPOCH:
-            _require(False, f"MemberEpoch is invalid.")
+            _require(False, "MemberEpoch is invalid.")
         if req.server_assignor is not None and req.server_assignor not in self.config.assignors:
             raise HeartbeatError(ErrorCode.UNSUPPORTED_ASSIGNOR,
                                  f"ServerAssignor {req.server_assignor} is not supported. Supported assignors: "
@@ -293,7 +301,8 @@ class ConsumerGroupCoordinator:
         full = (req.rebalance_timeout_ms != -1 and req.owned is not None
                 and (req.subscribed_names is not None or req.subscribed_regex is not None))
         body = {"error_code": 0, "error_message": None, "member_id": member.member_id,
-                "member_epoch": member.member_epoch, "heartbeat_interval_ms": self.config.heartbeat_interval_ms,
+                "member_epoch": member.member_epoch, "heartbeat_interval_ms": self._group_ms(
+                    group.group_id, "consumer.heartbeat.interval.ms", self.config.heartbeat_interval_ms),
                 "assignment": None}
         if req.member_epoch == 0 or full or member.assigned != before:
             body["assignment"] = {"topic_partitions": [
@@ -417,7 +426,8 @@ class ConsumerGroupCoordinator:
         if member.session_timer is not None:
             member.session_timer.cancel()  # type: ignore[attr-defined]
         member.session_timer = self.classic.scheduler.call_later(
-            self.config.session_timeout_ms, lambda: self._expire(group, member, "session timeout"))
+            self._group_ms(group.group_id, "consumer.session.timeout.ms", self.config.session_timeout_ms),
+            lambda: self._expire(group, member, "session timeout"))
 
     def _arm_rebalance_timeout(self, group: ConsumerGroup, member: ConsumerMember) -> None:
         if member.rebalance_timer is not None:

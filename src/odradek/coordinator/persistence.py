@@ -9,6 +9,9 @@ Keys (the first int16 is the key version, which also says what the record is)::
     OffsetCommitKey   version int16 = 1 (0 is read too), group string, topic string, partition int32
     GroupMetadataKey  version int16 = 2, group string
     ConsumerGroupKey  version int16 = 1000, group string     (odradek's own: Kafka's tools skip it)
+    ShareStateKey     version int16 = 1001, group string, topic_id 16 bytes, partition int32
+                      (odradek's own; in `__share_group_state`, share_state.py)
+    GroupConfigKey    version int16 = 1002, group string     (odradek's own)
 
 Values (a null value is a tombstone: the key was deleted)::
 
@@ -31,6 +34,13 @@ Values (a null value is a tombstone: the key was deleted)::
                                    member_epoch int32, previous_member_epoch int32, state int8,
                                    assigned P, pending_revocation P, target P]
                           where P = [topic_id 16 bytes, partition int32]
+
+    ShareStateValue v0    (in `__share_group_state`: one share group's delivery state of one partition,
+                          share_partition.py; written when it changed: on acknowledgements, releases,
+                          expired locks and a new window)
+                          version int16 = 0, start_offset int64, end_offset int64,
+                          runs [first_offset int64, last_offset int64, state int8, delivery_count int16]
+    GroupConfigValue v0   version int16 = 0, configs [name string, value string]   (a group's dynamic configs)
 
 A group's records go to partition `abs(java_string_hash(group)) % partitions`, as in Kafka.
 
@@ -58,6 +68,8 @@ OFFSETS_TOPIC = "__consumer_offsets"
 OFFSET_KEY_VERSION = 1
 GROUP_KEY_VERSION = 2
 CONSUMER_GROUP_KEY_VERSION = 1000
+SHARE_STATE_KEY_VERSION = 1001
+GROUP_CONFIG_KEY_VERSION = 1002
 MAX_RECORDS_PER_BATCH = 500
 
 _I16 = struct.Struct(">h")
@@ -323,7 +335,44 @@ def decode_consumer_group_value(group_id: str, raw: bytes) -> ConsumerGroup:
     return g
 
 
-Key = tuple  # ("offset", group, topic, partition), ("group", group) or ("consumer_group", group)
+def share_state_key(group: str, topic_id: bytes, partition: int) -> bytes:
+    return bytes(_Writer().i16(SHARE_STATE_KEY_VERSION).string(group).raw(topic_id).i32(partition).buf)
+
+
+def encode_share_state_value(start: int, end: int, runs: list[tuple[int, int, int, int]]) -> bytes:
+    w = _Writer().i16(0).i64(start).i64(end).i32(len(runs))
+    for first, last, state, count in runs:
+        w.i64(first).i64(last).i8(state).i16(count)
+    return bytes(w.buf)
+
+
+def decode_share_state_value(raw: bytes) -> tuple[int, int, list[tuple[int, int, int, int]]]:
+    r = _Reader(raw)
+    r.i16()
+    start, end = r.i64(), r.i64()
+    return start, end, [(r.i64(), r.i64(), r.i8(), r.i16()) for _ in range(r.i32())]
+
+
+def group_config_key(group: str) -> bytes:
+    return bytes(_Writer().i16(GROUP_CONFIG_KEY_VERSION).string(group).buf)
+
+
+def encode_group_config_value(configs: dict[str, str]) -> bytes:
+    w = _Writer().i16(0).i32(len(configs))
+    for name, value in sorted(configs.items()):
+        w.string(name).string(value)
+    return bytes(w.buf)
+
+
+def decode_group_config_value(raw: bytes) -> dict[str, str]:
+    r = _Reader(raw)
+    r.i16()
+    return {r.string() or "": r.string() or "" for _ in range(r.i32())}
+
+
+# ("offset", group, topic, partition), ("group", group), ("consumer_group", group),
+# ("share_state", group, topic_id, partition) or ("group_config", group)
+Key = tuple
 
 
 def decode_key(raw: bytes) -> Key | None:
@@ -335,6 +384,10 @@ def decode_key(raw: bytes) -> Key | None:
         return ("group", r.string() or "")
     if version == CONSUMER_GROUP_KEY_VERSION:
         return ("consumer_group", r.string() or "")
+    if version == SHARE_STATE_KEY_VERSION:
+        return ("share_state", r.string() or "", r.raw(16), r.i32())
+    if version == GROUP_CONFIG_KEY_VERSION:
+        return ("group_config", r.string() or "")
     return None  # a record type we do not know (e.g. a newer Kafka's): skipped
 
 

@@ -35,12 +35,15 @@ from odradek.coordinator.persistence import (
     OffsetsTopicLog,
     OffsetValue,
     decode_consumer_group_value,
+    decode_group_config_value,
     decode_group_value,
     decode_key,
     decode_offset_value,
     encode_offset_value,
     offset_key,
 )
+from odradek.coordinator.share_groups import GROUP_CONFIGS, ShareGroupConfig, ShareGroupCoordinator
+from odradek.coordinator.share_state import SHARE_STATE_TOPIC, ShareStateLog
 from odradek.coordinator.timers import AsyncioScheduler, Scheduler
 from odradek.cluster.partition import ReplicationError
 from odradek.protocol.errors import ErrorCode
@@ -65,9 +68,11 @@ def offsets_topic_configs(config) -> dict[str, str]:
 class Coordinator:
     def __init__(self, config, partitions: int, get_partition: Callable[[int], "Partition | None"],
                  partition_exists: Callable[[str, int], bool], scheduler: Scheduler | None = None,
-                 metadata: "MetadataCache | None" = None) -> None:
+                 metadata: "MetadataCache | None" = None, share_state: ShareStateLog | None = None) -> None:
         self.scheduler = scheduler or AsyncioScheduler()
         self.log = OffsetsTopicLog(partitions, get_partition, self.scheduler.now_ms)
+        # without a broker's topic (unit tests) share-group state has nowhere to go: writes fail, are logged
+        self.share_state = share_state or ShareStateLog(1, lambda p: None, self.scheduler.now_ms, lambda: None)
         self.store = OffsetStore()
         group_config = GroupConfig(
             min_session_timeout_ms=config.int("group.min.session.timeout.ms"),
@@ -88,6 +93,17 @@ class Coordinator:
             assignors=tuple(a.strip() for a in config.get("group.consumer.assignors").split(",") if a.strip()),
             max_size=config.int("group.consumer.max.size"),
         ), self.groups, metadata)
+        self.share_groups = ShareGroupCoordinator(ShareGroupConfig(
+            session_timeout_ms=config.int("group.share.session.timeout.ms"),
+            heartbeat_interval_ms=config.int("group.share.heartbeat.interval.ms"),
+            lock_duration_ms=config.int("group.share.record.lock.duration.ms"),
+            delivery_limit=config.int("group.share.delivery.count.limit"),
+            max_in_flight=config.int("group.share.partition.max.record.locks"),
+            # a default naming a broker property ("group.…") takes that property's value
+            defaults={name: str(config.get(default)) if default.startswith("group.") else default
+                      for name, (_, default, _) in GROUP_CONFIGS.items()},
+        ), self.scheduler, self.log.append, self.share_state.append, metadata)
+        self.consumer_groups.group_config = self.share_groups.group_config
         self.offsets = OffsetManager(self.groups, self.store, self.log.append, partition_exists,
                                      config.int("offset.metadata.max.bytes"),
                                      config.int("offsets.retention.minutes") * 60_000)
@@ -113,6 +129,7 @@ class Coordinator:
         consumer_groups: dict[str, bytes | None] = {}
         offsets: dict[TxnOffsetKey, OffsetValue | None] = {}
         pending: dict[int, dict[TxnOffsetKey, OffsetValue | None]] = {}
+        group_configs: dict[str, dict[str, str] | None] = {}
         count = 0
         for rec in self.log.replay(partition):
             count += 1
@@ -131,6 +148,8 @@ class Coordinator:
                     (pending.setdefault(rec.producer_id, {}) if rec.producer_id >= 0 else offsets)[k] = value
                 elif key[0] == "consumer_group":
                     consumer_groups[key[1]] = None if rec.value is None else rec.value
+                elif key[0] == "group_config":
+                    group_configs[key[1]] = None if rec.value is None else decode_group_config_value(rec.value)
                 else:
                     groups[key[1]] = None if rec.value is None else decode_group_value(rec.value)
             except Exception:
@@ -151,6 +170,8 @@ class Coordinator:
             if group_id not in self.groups.groups:
                 self.groups.get_or_create(group_id).state_timestamp_ms = -1
             self.store.put(group_id, (topic, p), value)
+        for group_id, configs in group_configs.items():
+            self.share_groups.restore_configs(group_id, configs)
         for producer_id, txn_offsets in pending.items():
             self.pending_txn.setdefault(producer_id, {}).update(
                 {k: v for k, v in txn_offsets.items() if v is not None})
@@ -167,6 +188,7 @@ class Coordinator:
         doomed = [g for g in set(self.groups.groups) | set(self.store.group_ids())
                   if self.log.partition_for(g) == partition]
         self.groups.unload(doomed)
+        self.share_groups.unload(self.owns)
         for group_id in doomed:
             self.store.delete_group(group_id)
         for offsets in self.pending_txn.values():
@@ -175,6 +197,24 @@ class Coordinator:
         self.log.forget(partition)
         log.log(logging.INFO if doomed else logging.DEBUG, "%s-%d: unloaded %d groups", OFFSETS_TOPIC, partition,
                 len(doomed))
+
+    def load_share_state(self, partition: int) -> None:
+        """This broker now leads ``partition`` of `__share_group_state`: restore the delivery states there."""
+        states = dict(self.share_state.replay(partition))  # the last state of each key wins
+        count = 0
+        for (group_id, topic_id, p), state in states.items():
+            if state is not None:
+                self.share_groups.restore_state(group_id, topic_id, p, state)
+                count += 1
+        self.share_state.loaded.add(partition)
+        log.log(logging.INFO if count else logging.DEBUG, "%s-%d: loaded %d share-partition states",
+                SHARE_STATE_TOPIC, partition, count)
+
+    def unload_share_state(self, partition: int) -> None:
+        """This broker no longer leads ``partition`` of `__share_group_state`: forget its states."""
+        self.share_state.loaded.discard(partition)
+        self.share_groups.unload_states(lambda key: self.share_state.partition_of(key) == partition)
+        self.share_state.log.forget(partition)
 
     # -- transactional offsets -----------------------------------------------------------------------------
 
@@ -241,6 +281,7 @@ class Coordinator:
         try:
             await self.offsets.expire()
             await self.log.maybe_compact()
+            await self.share_state.log.maybe_compact()
         except Exception:
             log.warning("offsets maintenance did not finish; retrying at the next check", exc_info=True)
 

@@ -93,6 +93,7 @@ class ApiKey(IntEnum):
     WRITE_SHARE_GROUP_STATE = 85
     DELETE_SHARE_GROUP_STATE = 86
     READ_SHARE_GROUP_STATE_SUMMARY = 87
+    DESCRIBE_SHARE_GROUP_OFFSETS = 90
 
 
 # api_key -> (min_version, max_version, first flexible request version | None,
@@ -175,10 +176,10 @@ API_INDEX = {
     73: (0, 0, 0, 0),
     74: (0, 1, 0, 0),
     75: (0, 0, 0, 0),
-    76: (0, 0, 0, 0),
-    77: (0, 0, 0, 0),
-    78: (0, 0, 0, 0),
-    79: (0, 0, 0, 0),
+    76: (0, 1, 0, 0),
+    77: (0, 1, 0, 0),
+    78: (0, 2, 0, 0),
+    79: (0, 2, 0, 0),
     80: (0, 0, 0, 0),
     81: (0, 0, 0, 0),
     82: (0, 0, 0, 0),
@@ -187,4 +188,5 @@ API_INDEX = {
     85: (0, 0, 0, 0),
     86: (0, 0, 0, 0),
     87: (0, 0, 0, 0),
+    90: (0, 1, 0, 0),
 }

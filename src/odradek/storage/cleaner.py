@@ -648,7 +648,8 @@ class LogCleaner:
         self.cleanings = 0  # completed and applied, for tests and logs
         # topics compacted otherwise: the coordinators' logs keep their own snapshots
         # (coordinator/persistence.py maybe_compact), which a second compaction would only duplicate
-        self.excluded_topics: frozenset[str] = frozenset({"__consumer_offsets", "__transaction_state"})
+        self.excluded_topics: frozenset[str] = frozenset({"__consumer_offsets", "__transaction_state",
+                                                          "__share_group_state"})
 
     def tick(self, logs: dict, now_ms: int) -> None:
         for key, (plog, future) in list(self._running.items()):

@@ -43,7 +43,7 @@ DEFAULT_CHROOT = "/odradek"
 BROKER_START_TIMEOUT_S = 60.0
 BROKER_STOP_TIMEOUT_S = 30.0
 DESCRIBE_TIMEOUT_S = 10.0
-INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state"})
+INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state", "__share_group_state"})
 
 
 def add_parser(sub: Any) -> None:

@@ -19,7 +19,7 @@ from typing import Any
 from odradek.tools.common import ToolError, admin_client, connection_options, emit, key_value, metadata, result, \
     run_command, table, topic_partitions
 
-INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state"})
+INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state", "__share_group_state"})
 
 
 def add_parser(sub: Any) -> None:

@@ -95,13 +95,15 @@ def _lookup(plog: PartitionLog, timestamp: int) -> tuple[int, int]:
         if found is None:
             return -1, -1
         max_ts, _ = found
-        return _first_at_or_after(plog, max_ts)
+        return first_at_or_after(plog, max_ts)
     if timestamp < 0:
         return -1, -1
-    return _first_at_or_after(plog, timestamp)
+    return first_at_or_after(plog, timestamp)
 
 
-def _first_at_or_after(plog: PartitionLog, timestamp: int) -> tuple[int, int]:
+def first_at_or_after(plog: PartitionLog, timestamp: int) -> tuple[int, int]:
+    """(offset, timestamp) of the first record from the log start with a timestamp >= ``timestamp``; (-1, -1)
+    when none has (ShareFetch's `by_duration:` reset asks it too)."""
     found = plog.find_batch_by_timestamp(timestamp)
     if found is None:
         return -1, -1

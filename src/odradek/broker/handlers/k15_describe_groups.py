@@ -5,7 +5,7 @@ protocol name and each member's metadata and assignment bytes are filled in only
 Stable. An unknown group is described as Dead with no members and error NONE; from v6 (KIP-1043) it is
 answered GROUP_ID_NOT_FOUND with a message instead. A group of the consumer protocol (KIP-848) is described as
 Kafka 4.4 does: Dead and empty before v6, GROUP_ID_NOT_FOUND ("not a classic group") from v6 — its clients
-use ConsumerGroupDescribe.
+use ConsumerGroupDescribe; so is a share group (KIP-932), described by ShareGroupDescribe.
 With an authorizer, a group the principal may not DESCRIBE is answered GROUP_AUTHORIZATION_FAILED, and
 `authorized_operations` (v3+, when asked for) holds the bits of what it may do with each group.
 """
@@ -48,10 +48,11 @@ def describe_groups(ctx: RequestContext, request: dict) -> dict:
             out.append({**describe(None, gid), "error_code": ErrorCode.INVALID_GROUP_ID})
         elif not ctx.broker.coordinator.owns(gid):
             out.append({**describe(None, gid), "error_code": ErrorCode.NOT_COORDINATOR})
-        elif gid not in groups and ctx.api_version >= 6:
+        elif gid not in groups and ctx.api_version >= 6 and gid not in ctx.broker.coordinator.share_groups.groups:
             out.append({**describe(None, gid), "error_code": ErrorCode.GROUP_ID_NOT_FOUND,
                         "error_message": f"Group {gid} not found."})
-        elif isinstance(groups[gid] if gid in groups else None, ConsumerGroup):
+        elif isinstance(groups.get(gid), ConsumerGroup) or (
+                gid not in groups and gid in ctx.broker.coordinator.share_groups.groups):
             out.append(describe(None, gid) if ctx.api_version < 6 else {
                 **describe(None, gid), "error_code": ErrorCode.GROUP_ID_NOT_FOUND,
                 "error_message": f"Group {gid} is not a classic group."})

@@ -1,8 +1,8 @@
 """ListGroups (key 16), versions 0-5.
 
 Every group this coordinator knows (also Empty ones that only hold offsets), with protocol type, state
-(v4+) and type (v5: "classic", or "consumer" for groups of the KIP-848 protocol, whose states are Empty,
-Assigning, Reconciling and Stable). v4+ `states_filter` and v5 `types_filter` keep only the matching groups
+(v4+) and type (v5: "classic", "consumer" for groups of the KIP-848 protocol, whose states are Empty,
+Assigning, Reconciling and Stable, or "share" for share groups of KIP-932, Empty or Stable). v4+ `states_filter` and v5 `types_filter` keep only the matching groups
 (case-insensitive; an empty filter keeps all).
 """
 
@@ -31,4 +31,11 @@ def list_groups(ctx: RequestContext, request: dict) -> dict:
             continue
         out.append({"group_id": group.group_id, "protocol_type": group.protocol_type or "",
                     "group_state": group.state.value, "group_type": kind})
+    for group in ctx.broker.coordinator.share_groups.groups.values():
+        if not (every or ctx.allowed(Op.DESCRIBE, Res.GROUP, group.group_id)):
+            continue
+        if (states and group.state_name.lower() not in states) or (types and "share" not in types):
+            continue
+        out.append({"group_id": group.group_id, "protocol_type": group.protocol_type,
+                    "group_state": group.state_name, "group_type": "share"})
     return {"throttle_time_ms": 0, "error_code": 0, "groups": out}

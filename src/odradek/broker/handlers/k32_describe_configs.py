@@ -11,6 +11,8 @@ A topic lists Kafka 3.9's whole topic config set, the ones odradek does not act 
 unsupported resource type → INVALID_REQUEST. Config types are reported from v3, and with
 `include_documentation` (v3+) every config carries a `documentation` string: odradek's own sentence or two on
 what it does and its unit (config.py, beside each definition), not Kafka's text; null when not asked.
+GROUP (32) lists the group configs (coordinator/share_groups.py GROUP_CONFIGS): a value set for the group
+as GROUP_CONFIG (source 8), else its default (the broker property behind it) as DEFAULT_CONFIG.
 
 Gaps: BROKER_LOGGER (8) is not supported.
 """
@@ -19,11 +21,13 @@ from odradek.broker.authorizer import CLUSTER_NAME, Operation as Op, ResourceTyp
 from odradek.broker.core import RequestContext
 from odradek.broker.registry import handler
 from odradek.config import BROKER_PROPERTIES, broker_property_doc, topic_config_doc, topic_config_type
+from odradek.coordinator.share_groups import GROUP_CONFIGS
 from odradek.protocol.api_keys import ApiKey
 from odradek.protocol.errors import ErrorCode
 
-RESOURCE_TOPIC, RESOURCE_BROKER = 2, 4
-SOURCE_DYNAMIC_TOPIC, SOURCE_STATIC_BROKER, SOURCE_DEFAULT = 1, 4, 5
+RESOURCE_TOPIC, RESOURCE_BROKER, RESOURCE_GROUP = 2, 4, 32
+SOURCE_DYNAMIC_TOPIC, SOURCE_STATIC_BROKER, SOURCE_DEFAULT, SOURCE_GROUP = 1, 4, 5, 8
+CONFIG_TYPE_STRING, CONFIG_TYPE_INT = 2, 3
 
 # The broker property each topic config falls back to (reported as its synonym).
 TOPIC_SYNONYMS = {
@@ -101,6 +105,11 @@ def describe_configs(ctx: RequestContext, request: dict) -> dict:
             else:
                 result["configs"] = _topic_configs(ctx, topic, resource["configuration_keys"],
                                                    request["include_synonyms"], request["include_documentation"])
+        elif kind == RESOURCE_GROUP and not ctx.allowed(Op.DESCRIBE_CONFIGS, Res.GROUP, name):
+            result.update(error_code=ErrorCode.GROUP_AUTHORIZATION_FAILED, error_message="Authorization failed.")
+        elif kind == RESOURCE_GROUP and name:
+            result["configs"] = _group_configs(ctx, name, resource["configuration_keys"],
+                                               request["include_documentation"])
         elif kind == RESOURCE_BROKER and name in ("", str(ctx.broker.node_id)):
             result["configs"] = _broker_configs(ctx, resource["configuration_keys"], request["include_documentation"])
         else:
@@ -108,6 +117,21 @@ def describe_configs(ctx: RequestContext, request: dict) -> dict:
                           error_message=f"Unsupported resource type {kind} or name {name!r}")
         results.append(result)
     return {"throttle_time_ms": 0, "results": results}
+
+
+def _group_configs(ctx: RequestContext, group_id: str, keys: list[str] | None,
+                   include_documentation: bool) -> list[dict]:
+    share_groups = ctx.broker.coordinator.share_groups
+    own = share_groups.group_configs.get(group_id, {})
+    out = []
+    for name in sorted(GROUP_CONFIGS):
+        if not _wanted(keys, name):
+            continue
+        kind = CONFIG_TYPE_INT if name.endswith(".ms") else CONFIG_TYPE_STRING
+        out.append(_entry(name, share_groups.group_config(group_id, name),
+                          SOURCE_GROUP if name in own else SOURCE_DEFAULT, kind, [],
+                          GROUP_CONFIGS[name][2] if include_documentation else None))
+    return out
 
 
 def _wanted(request_keys: list[str] | None, name: str) -> bool:

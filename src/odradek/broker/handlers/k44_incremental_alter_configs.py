@@ -5,13 +5,15 @@ SUBTRACT (3) for list configs (`cleanup.policy`). The result is validated as a w
 applied atomically; `validate_only` changes nothing. A non-list config with APPEND/SUBTRACT or an unknown
 operation → INVALID_CONFIG / INVALID_REQUEST. Broker resources (an id, or "" for the cluster default) take
 SET and DELETE of the replication throttle rates (`leader/follower.replication.throttled.rate`) only;
-anything else → INVALID_REQUEST.
+anything else → INVALID_REQUEST. Group resources (32) take SET and DELETE of the group configs
+(`share.auto.offset.reset`, `share.isolation.level`, `share.record.lock.duration.ms`, ...; see
+docs/share-groups.md): unknown names and bad values → INVALID_CONFIG.
 """
 
 from odradek.broker.core import RequestContext
 from odradek.broker.registry import handler
-from odradek.broker.topic_configs import RESOURCE_BROKER, apply_broker_configs, apply_overrides, resource_error, \
-    response_entry
+from odradek.broker.topic_configs import RESOURCE_BROKER, RESOURCE_GROUP, apply_broker_configs, \
+    apply_group_configs, apply_overrides, resource_error, response_entry
 from odradek.config import CONFIG_TYPE_LIST, topic_config_type
 from odradek.protocol.api_keys import ApiKey
 from odradek.protocol.errors import ErrorCode
@@ -26,6 +28,8 @@ async def incremental_alter_configs(ctx: RequestContext, request: dict) -> dict:
         problem = resource_error(ctx, resource)
         if problem is None and resource["resource_type"] == RESOURCE_BROKER:
             problem = await _alter_broker(ctx, resource, request["validate_only"])
+        elif problem is None and resource["resource_type"] == RESOURCE_GROUP:
+            problem = await _alter_group(ctx, resource, request["validate_only"])
         elif problem is None:
             problem = await _alter(ctx, resource, request["validate_only"])
         responses.append(response_entry(resource, *problem))
@@ -57,10 +61,25 @@ async def _alter(ctx: RequestContext, resource: dict, validate_only: bool) -> tu
     return await apply_overrides(ctx, topic.name, overrides, validate_only)
 
 
-async def _alter_broker(ctx: RequestContext, resource: dict, validate_only: bool) -> tuple[int, str | None]:
+def _set_or_delete(resource: dict) -> dict[str, str | None] | tuple[int, str]:
+    """A resource's changes as name -> value (None: DELETE), or the error when another operation is asked."""
     changes: dict[str, str | None] = {}
     for change in resource["configs"]:
         if change["config_operation"] not in (SET, DELETE):
             return ErrorCode.INVALID_REQUEST, f"Only SET and DELETE apply to {change['name']}"
         changes[change["name"]] = change["value"] if change["config_operation"] == SET else None
+    return changes
+
+
+async def _alter_broker(ctx: RequestContext, resource: dict, validate_only: bool) -> tuple[int, str | None]:
+    changes = _set_or_delete(resource)
+    if isinstance(changes, tuple):
+        return changes
     return await apply_broker_configs(ctx, resource["resource_name"], changes, False, validate_only)
+
+
+async def _alter_group(ctx: RequestContext, resource: dict, validate_only: bool) -> tuple[int, str | None]:
+    changes = _set_or_delete(resource)
+    if isinstance(changes, tuple):
+        return changes
+    return await apply_group_configs(ctx, resource["resource_name"], changes, validate_only)

@@ -31,16 +31,24 @@ def _error(code: int, message: str | None = None) -> dict:
             "member_epoch": 0, "heartbeat_interval_ms": 0, "assignment": None}
 
 
+def heartbeat_refusal(ctx: RequestContext, group_id: str, names: list[str] | None) -> int:
+    """Why a group heartbeat (this one, or ShareGroupHeartbeat) is refused before its group is looked at."""
+    if not ctx.allowed(Op.READ, Res.GROUP, group_id):
+        return ErrorCode.GROUP_AUTHORIZATION_FAILED
+    if names and any(not ctx.allowed(Op.DESCRIBE, Res.TOPIC, n) for n in names):
+        return ErrorCode.TOPIC_AUTHORIZATION_FAILED
+    if group_id and not ctx.broker.coordinator.owns(group_id):
+        return ErrorCode.NOT_COORDINATOR
+    return ErrorCode.NONE
+
+
 @handler(ApiKey.CONSUMER_GROUP_HEARTBEAT, 0, 1)
 def consumer_group_heartbeat(ctx: RequestContext, request: dict) -> dict:
     group_id = request["group_id"]
-    if not ctx.allowed(Op.READ, Res.GROUP, group_id):
-        return _error(ErrorCode.GROUP_AUTHORIZATION_FAILED)
     names = request["subscribed_topic_names"]
-    if names and any(not ctx.allowed(Op.DESCRIBE, Res.TOPIC, n) for n in names):
-        return _error(ErrorCode.TOPIC_AUTHORIZATION_FAILED)
-    if group_id and not ctx.broker.coordinator.owns(group_id):
-        return _error(ErrorCode.NOT_COORDINATOR)
+    refused = heartbeat_refusal(ctx, group_id, names)
+    if refused:
+        return _error(refused)
     owned = request["topic_partitions"]
     body = ctx.broker.coordinator.consumer_groups.heartbeat(HeartbeatRequest(
         group_id=group_id,

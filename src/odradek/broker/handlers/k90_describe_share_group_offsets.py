@@ -1,0 +1,80 @@
+"""DescribeShareGroupOffsets (key 90), versions 0-1: where share groups stand in their partitions (KIP-932).
+
+Per group and partition: the share-partition start offset (SPSO: everything below it is acknowledged or
+archived) and, from v1 (KIP-1226), the lag: records below the high watermark not yet finished (in flight
+and not acknowledged or archived, or never delivered). A partition the group has no state for answers start
+offset -1 (and lag -1); `topics` null lists every partition the group has state for. An unknown group (one
+with neither members nor stored state) is answered GROUP_ID_NOT_FOUND, an unknown topic
+UNKNOWN_TOPIC_OR_PARTITION per partition; GROUP_AUTHORIZATION_FAILED, TOPIC_AUTHORIZATION_FAILED (topics the
+principal may not describe), NOT_COORDINATOR. Gaps: `leader_epoch` is always -1.
+"""
+
+from odradek.broker.authorizer import Operation as Op, ResourceType as Res
+from odradek.broker.core import RequestContext
+from odradek.broker.registry import handler
+from odradek.coordinator.share_partition import FINISHED
+from odradek.protocol.api_keys import ApiKey
+from odradek.protocol.errors import ErrorCode
+
+ZERO_UUID = bytes(16)
+
+
+def _group(group_id: str, code: int, message: str | None = None) -> dict:
+    return {"group_id": group_id, "topics": [], "error_code": code, "error_message": message}
+
+
+def _partition(index: int, start: int = -1, lag: int = -1, code: int = 0) -> dict:
+    return {"partition_index": index, "start_offset": start, "leader_epoch": -1, "lag": lag, "error_code": code,
+            "error_message": None}
+
+
+@handler(ApiKey.DESCRIBE_SHARE_GROUP_OFFSETS, 0, 1)
+def describe_share_group_offsets(ctx: RequestContext, request: dict) -> dict:
+    coordinator = ctx.broker.coordinator
+    share = coordinator.share_groups
+    metadata = ctx.broker.metadata
+    out = []
+    for asked in request["groups"]:
+        gid = asked["group_id"]
+        if not ctx.allowed(Op.DESCRIBE, Res.GROUP, gid):
+            out.append(_group(gid, ErrorCode.GROUP_AUTHORIZATION_FAILED))
+            continue
+        if not coordinator.owns(gid):
+            out.append(_group(gid, ErrorCode.NOT_COORDINATOR))
+            continue
+        if gid not in share.groups:
+            out.append(_group(gid, ErrorCode.GROUP_ID_NOT_FOUND, f"Group {gid} not found."))
+            continue
+        wanted: dict[str, list[int]] = {}
+        if asked["topics"] is None:
+            for _, topic_id, index in sorted(k for k in share.partitions if k[0] == gid):
+                topic = metadata.topic_by_id(topic_id)
+                if topic is not None:
+                    wanted.setdefault(topic.name, []).append(index)
+        else:
+            for t in asked["topics"]:
+                wanted.setdefault(t["topic_name"], []).extend(t["partitions"])
+        topics = []
+        for name, indexes in wanted.items():
+            topic = metadata.topic(name)
+            if not ctx.allowed(Op.DESCRIBE, Res.TOPIC, name):
+                topics.append({"topic_name": name, "topic_id": ZERO_UUID, "partitions": [
+                    _partition(i, code=ErrorCode.TOPIC_AUTHORIZATION_FAILED) for i in indexes]})
+                continue
+            if topic is None:
+                topics.append({"topic_name": name, "topic_id": ZERO_UUID, "partitions": [
+                    _partition(i, code=ErrorCode.UNKNOWN_TOPIC_OR_PARTITION) for i in indexes]})
+                continue
+            parts = []
+            for index in indexes:
+                sp = share.partitions.get((gid, topic.topic_id, index))
+                if sp is None:
+                    parts.append(_partition(index))
+                    continue
+                plog = ctx.broker.logs.get(name, index)
+                high = plog.high_watermark if plog is not None else sp.end
+                finished = sum(1 for r in sp.records.values() if r.state in FINISHED)
+                parts.append(_partition(index, sp.start, max(high - sp.start - finished, 0)))
+            topics.append({"topic_name": name, "topic_id": topic.topic_id, "partitions": parts})
+        out.append({"group_id": gid, "topics": topics, "error_code": 0, "error_message": None})
+    return {"throttle_time_ms": 0, "groups": out}
