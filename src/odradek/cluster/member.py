@@ -49,7 +49,7 @@ from odradek.cluster.fetcher import FetcherSettings, ReplicaFetcherManager, Repl
 from odradek.cluster.metadata import LEADER_DURING_DELETE, BrokerInfo, PartitionInfo
 from odradek.cluster.partition import Partition
 from odradek.cluster.replica_manager import PartitionStateChange
-from odradek.cluster.topics import Topic
+from odradek.cluster.topics import INTERNAL_TOPICS, Topic
 from odradek.cluster.zk import (BadVersionError, ConnectionLoss, NodeExistsError, NoNodeError, SessionExpiredError,
                                 ZkClient)
 from odradek.cluster.zk_admin import ZkAdmin
@@ -70,7 +70,6 @@ PEER_RECHECK_S = 1.0  # while ZooKeeper is away but the brokers reach us: how of
 PRODUCER_ID_BLOCK_SIZE = 1000
 CONTROLLED_SHUTDOWN_VERSION = 3
 META_PROPERTIES = "meta.properties"
-INTERNAL_TOPICS = ("__consumer_offsets", "__transaction_state", "__share_group_state")
 HANDOVER_GRACE_S = 0.25
 
 

@@ -20,11 +20,12 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any, Iterator
 
+from odradek.cluster.topics import INTERNAL_TOPICS
+
 TIMEOUT_S = 10.0
 BROWSE_DEADLINE_S = 8.0  # one browse request polls for at most this long
 MAX_BROWSE_LIMIT = 500
 MAX_SCANNED = 20_000  # with a filter, records read per request at most
-INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state", "__share_group_state"})
 
 
 class ConsoleError(Exception):

@@ -35,6 +35,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable, TextIO
 
+from odradek.cluster.topics import INTERNAL_TOPICS
+
 # The line `odradek serve` prints once it listens (odradek.net.server.READY_MARKER; importing that
 # module would load the whole broker).
 READY_MARKER = "odradek: accepting connections on "
@@ -43,7 +45,6 @@ DEFAULT_CHROOT = "/odradek"
 BROKER_START_TIMEOUT_S = 60.0
 BROKER_STOP_TIMEOUT_S = 30.0
 DESCRIBE_TIMEOUT_S = 10.0
-INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state", "__share_group_state"})
 
 
 def add_parser(sub: Any) -> None:

@@ -16,10 +16,10 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
+from odradek.cluster.topics import INTERNAL_TOPICS
 from odradek.tools.common import ToolError, admin_client, connection_options, emit, key_value, metadata, result, \
     run_command, table, topic_partitions
 
-INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state", "__share_group_state"})
 
 
 def add_parser(sub: Any) -> None:
