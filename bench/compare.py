@@ -19,7 +19,9 @@ consume over PLAINTEXT, SSL and SASL_SSL, and the broker's memory with 1,000 idl
 by an `--only` without `security`. Then the native part (bench/native.py: 1 KiB produce and consume with
 franz-go, a Go client, against loopback bandwidth; n/a without `go`), left out by an `--only` without `native`.
 Then the compaction part (bench/compaction.py: the log cleaner's MB/s, produce latency while it cleans), left
-out by an `--only` without `compaction`.
+out by an `--only` without `compaction`. Last the share part (bench/share_groups.py: a share group of three
+consumers accepting every record against a classic group, and redelivery after a lock timeout), left out by an
+`--only` without `share`.
 `--odradek-src DIR` adds a column: odradek (disk) run from another checkout's src, counted as a peer.
 
 Each throughput row is run by three client processes at once (--clients N): one Python client keeps a core
@@ -426,11 +428,19 @@ def compaction_module():
     return compaction
 
 
+def share_module():
+    """bench/share_groups.py (share groups against a classic group, redelivery after a lock timeout)."""
+    import share_groups
+
+    return share_groups
+
+
 def report(info: dict, cfg: Config, results: list[dict], loop: dict, wall_s: float, run: dict,
            cluster_part: dict | None, faults_part: dict | None = None, security_part: dict | None = None,
-           native_part: dict | None = None, compaction_part: dict | None = None) -> str:
-    """render() of the brokers (only the header when none ran), then the cluster, fault, security, native and
-    compaction parts' sections."""
+           native_part: dict | None = None, compaction_part: dict | None = None,
+           share_part: dict | None = None) -> str:
+    """render() of the brokers (only the header when none ran), then the cluster, fault, security, native,
+    compaction and share parts' sections."""
     text = render(info, cfg, results, loop, wall_s, run) if results else "\n".join(header(info, cfg, wall_s)) + "\n"
     if cluster_part is not None:
         text += "\n" + cluster_module().render(cluster_part)
@@ -443,6 +453,9 @@ def report(info: dict, cfg: Config, results: list[dict], loop: dict, wall_s: flo
     if compaction_part is not None:
         text += "\n" + (f"## Log compaction (bench/compaction.py)\n\nn/a: {compaction_part['na']}\n"
                          if "na" in compaction_part else compaction_module().render(compaction_part))
+    if share_part is not None:
+        text += "\n" + (f"## Share groups (bench/share_groups.py)\n\nn/a: {share_part['na']}\n"
+                         if "na" in share_part else share_module().render(share_part))
     return text
 
 
@@ -769,7 +782,8 @@ def main() -> int:
     parser.add_argument("--only", metavar="KEYS",
                         help="comma-separated subset of: odradek-disk, odradek-shm, odradek-asyncio, tansu, kafka, "
                              "noida, cluster (the cluster part, bench/cluster.py), faults (bench/faults.py), "
-                             "security (bench/security.py), native (bench/native.py), compaction (bench/compaction.py)")
+                             "security (bench/security.py), native (bench/native.py), compaction (bench/compaction.py), "
+                             "share (bench/share_groups.py)")
     parser.add_argument("--odradek-src", metavar="DIR", action="append", default=[],
                         help="one more column: odradek (disk) with DIR (another checkout's src, holding odradek/) "
                              "first on PYTHONPATH, counted as a peer; repeatable")
@@ -784,7 +798,7 @@ def main() -> int:
         cfg = Config(saved["quick"], saved["rounds"]["requested"], saved.get("clients", 1))
         print(report(saved["machine"], cfg, saved["brokers"], saved["loopback"], saved["wall_s"], saved["rounds"],
                      saved.get("cluster"), saved.get("faults"), saved.get("security"), saved.get("native"),
-                     saved.get("compaction")))
+                     saved.get("compaction"), saved.get("share")))
         return 0
     sources = []
     for src in args.odradek_src:
@@ -869,6 +883,14 @@ def main() -> int:
             except Exception as exc:  # shown as n/a with the reason
                 log(f"compaction part failed: {short(exc)}")
                 compaction_part = {"na": short(exc)}
+        share_part = None
+        if wanted is None or "share" in wanted:
+            log(f"== share part ({time.monotonic() - t0:.0f} s into the run)")
+            try:
+                share_part = share_module().run(30_000, rounds=1 if cfg.quick else 3)
+            except Exception as exc:  # shown as n/a with the reason
+                log(f"share part failed: {short(exc)}")
+                share_part = {"na": short(exc)}
     finally:
         cfg.pool.close()
     results = list(results.values())
@@ -877,7 +899,7 @@ def main() -> int:
             entry["median"] = median_over_rounds(entry["rounds"])
     wall = time.monotonic() - t0
     text = report(info, cfg, results, loop, wall, run, cluster_part, faults_part, security_part, native_part,
-                  compaction_part)
+                  compaction_part, share_part)
     print(text)
     os.makedirs(args.out_dir, exist_ok=True)
     with open(os.path.join(args.out_dir, "latest.md"), "w") as fh:
@@ -886,7 +908,7 @@ def main() -> int:
         json.dump({"machine": info, "quick": cfg.quick, "clients": cfg.clients, "wall_s": wall, "loopback": loop,
                    "rounds": run, "peers": {k: v for k, v in peers.items()}, "brokers": results,
                    "cluster": cluster_part, "faults": faults_part, "security": security_part,
-                   "native": native_part, "compaction": compaction_part}, fh, indent=2,
+                   "native": native_part, "compaction": compaction_part, "share": share_part}, fh, indent=2,
                   default=str)
     log(f"wrote {os.path.join(args.out_dir, 'latest.md')} and latest.json; wall time {wall:.0f} s")
     return 0

@@ -37,9 +37,10 @@ READY_TIMEOUT_S = 30.0
 
 
 class OwnBroker:
-    """A broker subprocess on 127.0.0.1 (port chosen by the OS) with a throwaway data directory."""
+    """A broker subprocess on 127.0.0.1 (port chosen by the OS) with a throwaway data directory;
+    `properties` are given to it as `--set NAME=VALUE`."""
 
-    def __init__(self) -> None:
+    def __init__(self, properties: dict[str, str] | None = None) -> None:
         self.tmp = tempfile.mkdtemp(prefix="odradek-bench-")
         self.stderr = open(os.path.join(self.tmp, "broker.log"), "w+b")
         self.ready = threading.Event()
@@ -47,7 +48,8 @@ class OwnBroker:
         t0 = time.perf_counter()
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "odradek", "serve", "--listen", "127.0.0.1:0",
-             "--data-dir", os.path.join(self.tmp, "data"), "--log-level", "WARNING"],
+             "--data-dir", os.path.join(self.tmp, "data"), "--log-level", "WARNING",
+             *(arg for name, value in (properties or {}).items() for arg in ("--set", f"{name}={value}"))],
             cwd=REPO, stdout=subprocess.PIPE, stderr=self.stderr, text=True)
         threading.Thread(target=self._drain_stdout, daemon=True).start()
         if not self.ready.wait(READY_TIMEOUT_S) or self.address is None:
