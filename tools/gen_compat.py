@@ -110,10 +110,14 @@ SUITES = {
                               "positions inside a message, corrupt CRC, broken frames, gzip/snappy, retention", None),
     "kafka07/test_zookeeper": ("the 0.7 ZooKeeper registry under legacy.zookeeper.chroot", None),
     "test_kafka07_codec": ("the 0.7 codec and byte-position index", None),
+    "test_share_groups": ("share groups (KIP-932): confluent-kafka's ShareConsumer and the Java KafkaShareConsumer 4.4; "
+                          "release, reject, lock timeouts, delivery limit, kill -9, read_committed, group configs",
+                          "confluent-kafka"),
+    "test_share_partition": ("the share-partition state machine: in-flight window, locks, delivery counts", None),
 }
 
 # Requests brokers send each other (cluster mode); clients never send them.
-INTER_BROKER = {4, 5, 6, 7, 27}
+INTER_BROKER = {4, 5, 6, 7, 27, 83, 84, 85, 86, 87}
 
 
 def suite_of(classname: str) -> tuple[str, str] | None:
@@ -126,7 +130,8 @@ def suite_of(classname: str) -> tuple[str, str] | None:
 
 
 # Client-facing and admin APIs (keys) that are on the roadmap, shown as "not yet" when unregistered.
-ROADMAP = [8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 21, 22, 23, 24, 25, 26, 28, 32, 33, 36, 37, 42, 44, 47, 60, 61, 65, 66]
+ROADMAP = [8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 21, 22, 23, 24, 25, 26, 28, 32, 33, 36, 37, 42, 44, 47, 60, 61, 65, 66,
+           76, 77, 78, 79, 90]
 
 
 def summary_and_gaps(doc: str) -> tuple[str, str]:
