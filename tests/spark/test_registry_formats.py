@@ -108,18 +108,25 @@ def test_json_schema_values_read_as_typed_columns(spark, broker, registry):
 F = descriptor_pb2.FieldDescriptorProto
 
 
+def address_file() -> descriptor_pb2.FileDescriptorProto:
+    """shop.Address in a file of its own, which order.proto imports: ProtobufSerializer registers it as a
+    subject of its own and the order schema refers to it (a registry reference the connector resolves)."""
+    fd = descriptor_pb2.FileDescriptorProto(name="shop/address.proto", package="shop", syntax="proto3")
+    address = fd.message_type.add(name="Address")
+    address.field.add(name="city", number=1, type=F.TYPE_STRING, label=F.LABEL_OPTIONAL)
+    address.field.add(name="zip", number=2, type=F.TYPE_INT32, label=F.LABEL_OPTIONAL)
+    return fd
+
+
 def order_class(version: int) -> Any:
-    """shop.Order as a generated class would be, from a FileDescriptorProto in a pool of its own (version 2
-    adds `region`): an enum, a nested message, repeated, a map, proto3 optional, a Timestamp."""
+    """shop.Order as a generated class would be, from FileDescriptorProtos in a pool of its own (version 2
+    adds `region`): an enum, a message of another file, repeated, a map, proto3 optional, a Timestamp."""
     fd = descriptor_pb2.FileDescriptorProto(name="shop/order.proto", package="shop", syntax="proto3",
-                                            dependency=["google/protobuf/timestamp.proto"])
+                                            dependency=["google/protobuf/timestamp.proto", "shop/address.proto"])
     status = fd.enum_type.add(name="Status")
     for number, name in enumerate(["NEW", "PAID", "SHIPPED"]):
         status.value.add(name=name, number=number)
     order = fd.message_type.add(name="Order")
-    address = order.nested_type.add(name="Address")
-    address.field.add(name="city", number=1, type=F.TYPE_STRING, label=F.LABEL_OPTIONAL)
-    address.field.add(name="zip", number=2, type=F.TYPE_INT32, label=F.LABEL_OPTIONAL)
     entry = order.nested_type.add(name="CountsEntry")
     entry.options.map_entry = True
     entry.field.add(name="key", number=1, type=F.TYPE_STRING, label=F.LABEL_OPTIONAL)
@@ -128,7 +135,7 @@ def order_class(version: int) -> Any:
     order.field.add(name="customer", number=2, type=F.TYPE_STRING, label=F.LABEL_OPTIONAL)
     order.field.add(name="status", number=3, type=F.TYPE_ENUM, label=F.LABEL_OPTIONAL, type_name=".shop.Status")
     order.field.add(name="address", number=4, type=F.TYPE_MESSAGE, label=F.LABEL_OPTIONAL,
-                    type_name=".shop.Order.Address")
+                    type_name=".shop.Address")
     order.field.add(name="tags", number=5, type=F.TYPE_STRING, label=F.LABEL_REPEATED)
     order.field.add(name="counts", number=6, type=F.TYPE_MESSAGE, label=F.LABEL_REPEATED,
                     type_name=".shop.Order.CountsEntry")
@@ -141,6 +148,7 @@ def order_class(version: int) -> Any:
         order.field.add(name="region", number=9, type=F.TYPE_STRING, label=F.LABEL_OPTIONAL)
     pool = descriptor_pool.DescriptorPool()
     pool.AddSerializedFile(timestamp_pb2.DESCRIPTOR.serialized_pb)
+    pool.AddSerializedFile(address_file().SerializeToString())
     pool.AddSerializedFile(fd.SerializeToString())
     return message_factory.GetMessageClass(pool.FindMessageTypeByName("shop.Order"))
 
@@ -169,6 +177,7 @@ def test_protobuf_values_read_as_typed_columns(spark, broker, registry):
     produce(broker, topic, values)
     latest = client.get_latest_version(f"{topic}-value")
     assert (latest.version, latest.schema.schema_type) == (2, "PROTOBUF")
+    assert [(r.name, r.subject) for r in latest.schema.references] == [("shop/address.proto", "shop/address.proto")]
 
     df = load(spark, broker, registry, topic, "protobuf")
     assert df.schema["value"].dataType.simpleString() == (

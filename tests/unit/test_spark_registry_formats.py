@@ -254,3 +254,64 @@ def test_registry_options():
                            streaming=False)
     with pytest.raises(OptionError, match="'valueMessage' applies to valueFormat protobuf only"):
         parse_read_options({**base, "valueFormat": "json", "valueMessage": "x"}, streaming=False)
+
+
+# -- decoding records (the registry's answers by id stubbed) --------------------------------------------
+
+
+@pytest.fixture
+def registry_by_id(monkeypatch):
+    """Schemas by id, as fetch_by_id would answer them; the per-process writer cache is emptied around."""
+    from odradek.spark import registry_formats
+
+    known: dict[int, registry_formats.RegisteredSchema] = {}
+    monkeypatch.setattr(registry_formats, "fetch_by_id", lambda url, schema_id, serialized=False: known.get(schema_id))
+    monkeypatch.setattr(registry_formats, "_WRITERS", registry_formats.ProcessCache())
+    return known
+
+
+def column(fmt: str, schema: str, data_type: object) -> object:
+    from odradek.spark.registry_formats import RegistryColumn
+
+    return RegistryColumn("value", fmt, "t-value", 1, schema, data_type.json())
+
+
+def test_json_records_decode_or_say_why(registry_by_id):
+    from odradek.spark.registry_formats import DecodeError, RegisteredSchema, RegistryDecoder, RegistryPlan
+
+    schema = json.dumps({"type": "object", "properties": {"a": {"type": "integer"}}})
+    registry_by_id[1] = RegisteredSchema(1, "JSON", schema)
+    registry_by_id[2] = RegisteredSchema(2, "AVRO", '"string"')
+    plan = RegistryPlan("http://r", "FAILFAST", (column("json", schema, json_schema_to_spark(schema).data_type),))
+    dec = RegistryDecoder(plan, None).columns["value"]
+    assert dec.decode(b"\x00\x00\x00\x00\x01" + b'{"a": 3, "b": 4}') == {"a": 3}
+    assert dec.decode(None) is None
+    for raw, message in [(b"{}", "not in Confluent's wire format"),
+                         (b"\x00\x00\x00\x00\x07{}", "schema id 7 of the value is unknown"),
+                         (b"\x00\x00\x00\x00\x02{}", "schema id 2 is registered as AVRO, not JSON"),
+                         (b"\x00\x00\x00\x00\x01{", "is not UTF-8 JSON"),
+                         (b'\x00\x00\x00\x00\x01{"a": "x"}', r"\$\.a: expected an integer")]:
+        with pytest.raises(DecodeError, match=message):
+            dec.decode(raw)
+
+
+def test_protobuf_records_decode_or_say_why(registry_by_id):
+    from odradek.spark.protobuf_format import PROTOBUF
+    from odradek.spark.registry_formats import DecodeError, RegisteredSchema
+
+    fd = order_file()
+    reader = reader_of(fd)
+    descriptor = reader_descriptor(reader)
+    registry_by_id[1] = RegisteredSchema(1, "PROTOBUF", reader.files[-1][1])
+    decode = PROTOBUF.record_decoder("http://r", column("protobuf", reader.to_text(),
+                                                       message_to_spark(descriptor)[0]))
+    body = message_factory.GetMessageClass(descriptor)(id=9, status=1).SerializeToString()
+    row = decode(1, memoryview(b"\x00" + body))
+    assert (row["id"], row["status"], row["tags"]) == (9, "PAID", [])
+    # indexes [1]: count 1 (zigzag 2), index 1 (zigzag 2) -> shop.Other
+    with pytest.raises(DecodeError, match="holds message 'shop.Other'; the column reads 'shop.Order'"):
+        decode(1, memoryview(b"\x02\x02" + body))
+    with pytest.raises(DecodeError, match="schema id 5 of the value is unknown"):
+        decode(5, memoryview(b"\x00" + body))
+    with pytest.raises(DecodeError, match="cannot be read as the latest schema"):
+        decode(1, memoryview(b"\x00\xff\xff"))

@@ -38,15 +38,11 @@ from pyspark.sql.types import (
 
 from odradek.spark.options import RegistryColumnOptions
 from odradek.spark.registry_formats import (
-    DecodeError,
-    ProcessCache,
     RecordDecoder,
     RegisteredSchema,
     RegistryColumn,
     SchemaMappingError,
-    check_schema_type,
-    fetch_by_id,
-    unknown_id,
+    WriterSchemas,
     unreadable,
 )
 
@@ -230,10 +226,6 @@ def _converter(dt: DataType) -> Convert | None:
 # The registry format (registry_formats.py plans the columns and builds the Arrow batches)
 # ---------------------------------------------------------------------------------------------------
 
-# Writer schemas by (registry, id), parsed once per Python worker.
-_WRITERS = ProcessCache()
-
-
 class AvroFormat:
     """Avro binary, resolved by fastavro from each record's writer schema to the planned reader schema, so
     records written under older compatible schemas come out in the latest shape (added fields with their
@@ -251,21 +243,10 @@ class AvroFormat:
 
         reader = _parse(column.schema)
         convert = _converter(column.data_type())
-
-        def writer_of(schema_id: int) -> Any | None:
-            found = fetch_by_id(registry_url, schema_id)
-            if found is None:
-                return None
-            check_schema_type(found, self, f"schema id {schema_id}")
-            return _parse(found.schema)
+        writers = WriterSchemas(self, registry_url, column, lambda found: _parse(found.schema))
 
         def decode(schema_id: int, body: memoryview) -> Any:
-            try:
-                writer = _WRITERS.get((registry_url, schema_id), lambda: writer_of(schema_id))
-            except SchemaMappingError as exc:
-                raise DecodeError(f"the {column.column}: {exc}") from None
-            if writer is None:
-                raise unknown_id(column, registry_url, schema_id)
+            writer = writers.get(schema_id)
             try:
                 value = schemaless_reader(io.BytesIO(body), writer, reader)
             except Exception as exc:  # noqa: BLE001 - truncated data, resolution errors, ...

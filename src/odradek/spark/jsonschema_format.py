@@ -40,14 +40,11 @@ from pyspark.sql.types import (
 from odradek.spark.options import RegistryColumnOptions
 from odradek.spark.registry_formats import (
     DecodeError,
-    ProcessCache,
     RecordDecoder,
     RegisteredSchema,
     RegistryColumn,
     SchemaMappingError,
-    check_schema_type,
-    fetch_by_id,
-    unknown_id,
+    WriterSchemas,
 )
 
 
@@ -216,10 +213,6 @@ def _object(fields: list[tuple[str, Convert]]) -> Convert:
 # The registry format
 # ---------------------------------------------------------------------------------------------------
 
-# Whether the registry knows an id as a JSON schema, once per Python worker (True, or None: ask again).
-_KNOWN_IDS = ProcessCache()
-
-
 class JsonSchemaFormat:
     schema_type = "JSON"
 
@@ -229,21 +222,11 @@ class JsonSchemaFormat:
 
     def record_decoder(self, registry_url: str, column: RegistryColumn) -> RecordDecoder:
         convert = json_schema_to_spark(column.schema).convert
-
-        def known(schema_id: int) -> bool | None:
-            found = fetch_by_id(registry_url, schema_id)
-            if found is None:
-                return None
-            check_schema_type(found, self, f"schema id {schema_id}")
-            return True
+        # JSON has no writer/reader resolution: the writer schema is only asked for to check the id
+        writers = WriterSchemas(self, registry_url, column, lambda found: True)
 
         def decode(schema_id: int, body: memoryview) -> Any:
-            try:
-                is_known = _KNOWN_IDS.get((registry_url, schema_id), lambda: known(schema_id))
-            except SchemaMappingError as exc:
-                raise DecodeError(f"the {column.column}: {exc}") from None
-            if not is_known:
-                raise unknown_id(column, registry_url, schema_id)
+            writers.get(schema_id)
             try:
                 document = json.loads(bytes(body).decode("utf-8"))
             except ValueError as exc:

@@ -57,10 +57,9 @@ from odradek.spark.registry_formats import (
     RegisteredSchema,
     RegistryColumn,
     SchemaMappingError,
-    check_schema_type,
+    WriterSchemas,
     fetch_by_id,
     fetch_version,
-    unknown_id,
     unreadable,
 )
 
@@ -319,9 +318,8 @@ def _timestamp(ts: Any) -> Any:
 # The registry format
 # ---------------------------------------------------------------------------------------------------
 
-# Per Python worker: reader text -> (message class, converter); (registry, id) -> writer FileDescriptorProto.
+# Per Python worker: reader text -> (message class, converter).
 _READERS = ProcessCache()
-_WRITER_FILES = ProcessCache()
 
 
 def _first_message(file: Any) -> str:
@@ -354,20 +352,12 @@ class ProtobufFormat:
         message_class, convert = _READERS.get(column.schema, make_reader)
         reader_name = message_class.DESCRIPTOR.full_name
 
-        def writer_file(schema_id: int) -> Any | None:
-            found = fetch_by_id(registry_url, schema_id, serialized=True)
-            if found is None:
-                return None
-            check_schema_type(found, self, f"schema id {schema_id}")
-            return _file_proto(f"schema id {schema_id}", found.schema)
+        # the writer schema is only asked for to learn the name of the message its indexes point to
+        writers = WriterSchemas(self, registry_url, column,
+                                lambda found: _file_proto(f"schema id {found.id}", found.schema), serialized=True)
 
         def decode(schema_id: int, body: memoryview) -> Any:
-            try:
-                file = _WRITER_FILES.get((registry_url, schema_id), lambda: writer_file(schema_id))
-            except SchemaMappingError as exc:
-                raise DecodeError(f"the {column.column}: {exc}") from None
-            if file is None:
-                raise unknown_id(column, registry_url, schema_id)
+            file = writers.get(schema_id)
             try:
                 indexes, start = read_message_indexes(body)
                 written = message_name_at(file, indexes)

@@ -194,7 +194,7 @@ FORMAT_OF_SCHEMA_TYPE = {"AVRO": "avro", "JSON": "json", "PROTOBUF": "protobuf"}
 def check_schema_type(found: RegisteredSchema, fmt: RegistryFormat, what: str) -> None:
     if found.schema_type != fmt.schema_type:
         hint = FORMAT_OF_SCHEMA_TYPE.get(found.schema_type)
-        raise SchemaMappingError(f"{what} is a {found.schema_type} schema, not {fmt.schema_type}"
+        raise SchemaMappingError(f"{what} is registered as {found.schema_type}, not {fmt.schema_type}"
                                  + (f" (valueFormat/keyFormat {hint} reads it)" if hint else ""))
 
 
@@ -265,9 +265,42 @@ class _ColumnDecoder:
         return self.decode_record(schema_id, memoryview(raw)[HEADER.size:])
 
 
-def unknown_id(column: RegistryColumn, registry_url: str, schema_id: int) -> DecodeError:
-    return DecodeError(f"schema id {schema_id} of the {column.column} is unknown to the schema registry at "
-                       f"{registry_url}")
+# Writer schemas as each format parses them, by (registry, id, schemaType), shared by the tasks of a worker.
+_WRITERS = ProcessCache()
+
+
+class WriterSchemas:
+    """The writer schemas of one column's records by id, parsed by the format once per Python worker; an id
+    the registry does not know is asked for once per task (PERMISSIVE reads may meet it in every record)."""
+
+    def __init__(self, fmt: RegistryFormat, registry_url: str, column: RegistryColumn,
+                 parse: Callable[[RegisteredSchema], Any], serialized: bool = False) -> None:
+        self.fmt, self.registry_url, self.column = fmt, registry_url, column
+        self.parse, self.serialized = parse, serialized
+        self.unknown: set[int] = set()
+
+    def _fetch(self, schema_id: int) -> Any | None:
+        found = fetch_by_id(self.registry_url, schema_id, self.serialized)
+        if found is None:
+            return None
+        check_schema_type(found, self.fmt, f"schema id {schema_id}")
+        return self.parse(found)
+
+    def get(self, schema_id: int) -> Any:
+        """The parsed writer schema of `schema_id`; DecodeError when the registry does not know the id or
+        knows it as another schema type."""
+        parsed = None
+        if schema_id not in self.unknown:
+            try:
+                parsed = _WRITERS.get((self.registry_url, schema_id, self.fmt.schema_type),
+                                      lambda: self._fetch(schema_id))
+            except SchemaMappingError as exc:
+                raise DecodeError(f"the {self.column.column}: {exc}") from None
+        if parsed is None:
+            self.unknown.add(schema_id)
+            raise DecodeError(f"schema id {schema_id} of the {self.column.column} is unknown to the schema "
+                              f"registry at {self.registry_url}")
+        return parsed
 
 
 def unreadable(column: RegistryColumn, schema_id: int, exc: Exception) -> DecodeError:
