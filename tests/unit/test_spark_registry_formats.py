@@ -105,6 +105,8 @@ def test_json_values_convert_to_the_row_shape():
     assert isinstance(row["total"], float) and isinstance(row["lines"][0]["qty"], int)
     with pytest.raises(JsonValueError, match=r"\$\.id: expected an integer"):
         convert({"id": "7"}, "$")
+    with pytest.raises(JsonValueError, match=r"\$\.id: expected an integer of bigint's range"):
+        convert({"id": 2**63}, "$")
     with pytest.raises(JsonValueError, match=r"\$\.paid: expected a boolean"):
         convert({"paid": 1}, "$")
     with pytest.raises(JsonValueError, match=r"\$\.tags\[1\]: expected a string"):

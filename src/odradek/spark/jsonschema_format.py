@@ -82,8 +82,9 @@ def _scalar(kind: str, check: Callable[[Any], bool], cast: Callable[[Any], Any])
 # bool is an int in Python, but true is no JSON integer
 _SCALARS: dict[str, tuple[DataType, Convert]] = {
     "string": (StringType(), _scalar("a string", lambda v: isinstance(v, str), str)),
-    "integer": (LongType(), _scalar("an integer", lambda v: not isinstance(v, bool) and (
-        isinstance(v, int) or (isinstance(v, float) and v.is_integer())), int)),
+    # bigint's range: a larger integer is a value of the wrong type here, not an Arrow overflow later
+    "integer": (LongType(), _scalar("an integer of bigint's range", lambda v: not isinstance(v, bool) and (
+        isinstance(v, int) or (isinstance(v, float) and v.is_integer())) and -2**63 <= v < 2**63, int)),
     "number": (DoubleType(), _scalar("a number", lambda v: not isinstance(v, bool) and isinstance(v, (int, float)),
                                      float)),
     "boolean": (BooleanType(), _scalar("a boolean", lambda v: isinstance(v, bool), bool)),

@@ -7,7 +7,8 @@ its path. The table's columns:
     <fields>   with --schema-registry: the fields of the latest schema of `<topic>-value`, one column each,
                whatever its schemaType (AVRO, JSON, PROTOBUF: the connector's valueFormat avro, json or
                protobuf; records written under older compatible versions read as the latest, so added
-               Avro fields come with their defaults); without it, `value`, the value as a string
+               Avro fields come with their defaults; a schema that is not a record/object/message gives
+               one column `value` of its type); without it, `value`, the value as a string
     topic, partition, offset, timestamp   where the record came from, and its timestamp
     date       the timestamp's UTC date: the table is partitioned by it
 
@@ -117,6 +118,7 @@ def table_rows(spark: Any, topic: str, source: SourceOptions) -> Any:
     """The streaming DataFrame of `topic`'s records as table rows (the columns of the module docstring),
     plus `_tombstone` (the value is null) for the upsert mode to use and drop."""
     from pyspark.sql import functions as F
+    from pyspark.sql.types import StructType
 
     reader = (spark.readStream.format("odradek").option("kafka.bootstrap.servers", source.bootstrap)
               .option("subscribe", topic).option("startingOffsets", source.starting_offsets))
@@ -129,8 +131,12 @@ def table_rows(spark: Any, topic: str, source: SourceOptions) -> Any:
         _, value_format = latest_value_schema(source.registry_url, topic)
         reader = reader.option("valueFormat", value_format).option("schema.registry.url", source.registry_url)
     records = reader.load()
-    if source.registry_url:
-        fields = [f.name for f in records.schema["value"].dataType.fields]
+    value_type = records.schema["value"].dataType
+    if source.registry_url and not isinstance(value_type, StructType):
+        # a schema of one value (an Avro "string", a JSON Schema array, ...) has no fields: one column `value`
+        values = [F.col("value")]
+    elif source.registry_url:
+        fields = [f.name for f in value_type.fields]
         clash = sorted(set(fields) & set(METADATA_COLUMNS))
         if clash:
             raise SyncError(f"the value schema of {topic!r} has fields named {', '.join(clash)}, which the table "
