@@ -124,9 +124,9 @@ def test_avro_options():
     from odradek.spark.options import OptionError, parse_read_options
 
     base = {"kafka.bootstrap.servers": "h:1", "subscribe": "orders"}
-    assert parse_read_options(base, streaming=False).avro is None
+    assert parse_read_options(base, streaming=False).registry is None
     opts = parse_read_options({**base, "valueFormat": "avro", "keyFormat": "AVRO",
-                               "schema.registry.url": "http://r:8081/"}, streaming=True).avro
+                               "schema.registry.url": "http://r:8081/"}, streaming=True).registry
     assert opts is not None
     assert (opts.registry_url, opts.value_subject, opts.key_subject, opts.mode) == (
         "http://r:8081", "orders-value", "orders-key", "FAILFAST")
@@ -138,5 +138,5 @@ def test_avro_options():
     with pytest.raises(OptionError, match="avro.mode"):
         parse_read_options({**base, "valueFormat": "avro", "schema.registry.url": "http://r", "avro.mode": "drop"},
                            streaming=False)
-    with pytest.raises(OptionError, match="'binary' or 'avro'"):
-        parse_read_options({**base, "valueFormat": "json"}, streaming=False)
+    with pytest.raises(OptionError, match="'binary', 'avro', 'json' or 'protobuf'"):
+        parse_read_options({**base, "valueFormat": "xml"}, streaming=False)

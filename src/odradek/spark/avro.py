@@ -1,13 +1,11 @@
-"""Avro keys and values in Confluent's wire format, decoded through a Confluent-compatible schema registry.
+"""Avro keys and values (`valueFormat=avro`) in Confluent's wire format, decoded through a schema registry
+(registry_formats.py: the planning, framing and Arrow batches all formats share).
 
-Driver (planning): the latest schema of each subject is fetched once and mapped to a Spark type; it is the
-reader schema of the whole query, so the DataFrame's schema does not change under a running query (a newer
-registered schema is picked up when the DataFrame is defined again).
-
-Executors: each record is `0x00`, a 4-byte big-endian schema id, then Avro binary. The id names the writer
-schema, fetched from the registry once per process, and fastavro resolves the record from it to the reader
-schema, so records written under older compatible schemas come out in the latest shape (added fields with
-their defaults).
+Driver (planning): the latest schema of the subject, mapped to a Spark type, is the reader schema.
+Executors: after `0x00` and the 4-byte schema id comes Avro binary. The id names the writer schema, fetched
+from the registry once per process, and fastavro resolves the record from it to the reader schema, so
+records written under older compatible schemas come out in the latest shape (added fields with their
+defaults).
 """
 
 from __future__ import annotations
@@ -15,13 +13,7 @@ from __future__ import annotations
 import datetime
 import io
 import json
-import struct
-import threading
-import urllib.error
-import urllib.parse
-import urllib.request
 import uuid
-from dataclasses import dataclass
 from typing import Any, Callable
 
 from pyspark.sql.types import (
@@ -44,23 +36,19 @@ from pyspark.sql.types import (
     TimestampType,
 )
 
-from odradek.spark.options import AvroOptions
+from odradek.spark.options import RegistryColumnOptions
+from odradek.spark.registry_formats import (
+    RecordDecoder,
+    RegisteredSchema,
+    RegistryColumn,
+    SchemaMappingError,
+    WriterSchemas,
+    unreadable,
+)
 
-REGISTRY_TIMEOUT_S = 30.0
-MAGIC = 0
-HEADER = struct.Struct(">bI")
 
-
-class AvroSchemaError(ValueError):
+class AvroSchemaError(SchemaMappingError):
     """An Avro schema that has no Spark equivalent here (the message names the place in the schema)."""
-
-
-class AvroDecodeError(ValueError):
-    """A record that cannot be decoded (not Confluent-framed, unknown schema id, unresolvable)."""
-
-
-class RegistryError(RuntimeError):
-    """The registry could not be reached or refused a request that is not about the data."""
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -235,194 +223,36 @@ def _converter(dt: DataType) -> Convert | None:
 
 
 # ---------------------------------------------------------------------------------------------------
-# Registry access (plain urllib: no dependency beyond the standard library)
+# The registry format (registry_formats.py plans the columns and builds the Arrow batches)
 # ---------------------------------------------------------------------------------------------------
 
+class AvroFormat:
+    """Avro binary, resolved by fastavro from each record's writer schema to the planned reader schema, so
+    records written under older compatible schemas come out in the latest shape (added fields with their
+    defaults)."""
 
-class _NotFound(Exception):
-    pass
+    schema_type = "AVRO"
 
+    def plan(self, registry_url: str, subject: str, latest: RegisteredSchema,
+             options: RegistryColumnOptions) -> tuple[str, DataType]:
+        dt, _ = avro_to_spark(latest.schema)
+        return latest.schema, dt
 
-def _get_json(url: str) -> Any:
-    req = urllib.request.Request(url, headers={"Accept": "application/vnd.schemaregistry.v1+json, application/json"})
-    try:
-        with urllib.request.urlopen(req, timeout=REGISTRY_TIMEOUT_S) as res:
-            return json.loads(res.read())
-    except urllib.error.HTTPError as exc:
-        try:
-            body = json.loads(exc.read())
-            message = f"{body.get('error_code')} {body.get('message')}"
-        except Exception:  # noqa: BLE001 - not the registry's JSON error body
-            message = f"HTTP {exc.code}"
-        if exc.code == 404:
-            raise _NotFound(message) from None
-        raise RegistryError(f"schema registry request {url} failed: {message}") from None
-    except (urllib.error.URLError, OSError, ValueError) as exc:
-        raise RegistryError(f"schema registry request {url} failed: {exc}") from None
-
-
-def _check_avro(body: dict, what: str) -> str:
-    kind = body.get("schemaType") or "AVRO"
-    if kind != "AVRO":
-        raise AvroSchemaError(f"{what} is a {kind} schema; only Avro is supported")
-    return str(body["schema"])
-
-
-def fetch_latest(registry_url: str, subject: str) -> tuple[int, str]:
-    """(id, schema text) of the latest version of `subject`."""
-    url = f"{registry_url}/subjects/{urllib.parse.quote(subject, safe='')}/versions/latest"
-    try:
-        body = _get_json(url)
-    except _NotFound as exc:
-        raise RegistryError(f"subject {subject!r} not found in the schema registry at {registry_url} ({exc}); "
-                            "options valueSubject/keySubject name another") from None
-    return int(body["id"]), _check_avro(body, f"subject {subject!r}")
-
-
-def fetch_by_id(registry_url: str, schema_id: int) -> str | None:
-    """The schema text of `schema_id`, None when the registry does not know it."""
-    try:
-        body = _get_json(f"{registry_url}/schemas/ids/{schema_id}")
-    except _NotFound:
-        return None
-    return _check_avro(body, f"schema id {schema_id}")
-
-
-# ---------------------------------------------------------------------------------------------------
-# Planning (driver) and decoding (executors)
-# ---------------------------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class AvroColumn:
-    column: str  # "key" | "value"
-    subject: str
-    schema_id: int
-    schema: str  # the reader schema (latest of the subject at planning time)
-    data_type_json: str  # Spark type as JSON: pickles without pyspark's type objects
-
-
-@dataclass(frozen=True)
-class AvroPlan:
-    registry_url: str
-    mode: str
-    columns: tuple[AvroColumn, ...]
-
-    def apply(self, schema: StructType) -> StructType:
-        """Kafka's row schema with the Avro columns' binary type replaced by their struct (always nullable:
-        tombstones, null keys and PERMISSIVE failures are null)."""
-        types = {c.column: _type_from_json(c.data_type_json) for c in self.columns}
-        return StructType([StructField(f.name, types[f.name], True) if f.name in types else f for f in schema.fields])
-
-
-def _type_from_json(text: str) -> DataType:
-    from pyspark.sql.types import _parse_datatype_json_string
-
-    return _parse_datatype_json_string(text)
-
-
-def plan_avro(opts: AvroOptions) -> AvroPlan:
-    """Fetch each subject's latest schema and map it (driver side, at planning time)."""
-    columns = []
-    for column, subject in (("key", opts.key_subject), ("value", opts.value_subject)):
-        if subject is None:
-            continue
-        schema_id, text = fetch_latest(opts.registry_url, subject)
-        try:
-            dt, _ = avro_to_spark(text)
-        except AvroSchemaError as exc:
-            raise AvroSchemaError(f"the latest schema of subject {subject!r} (id {schema_id}): {exc}") from None
-        columns.append(AvroColumn(column, subject, schema_id, text, dt.json()))
-    return AvroPlan(opts.registry_url, opts.mode, tuple(columns))
-
-
-# Writer schemas by (registry, id), shared by the tasks of one Python worker (ids never change meaning).
-_WRITERS: dict[tuple[str, int], Any] = {}
-_WRITERS_LOCK = threading.Lock()
-
-
-def _writer_schema(registry_url: str, schema_id: int) -> Any | None:
-    key = (registry_url, schema_id)
-    with _WRITERS_LOCK:
-        if key in _WRITERS:
-            return _WRITERS[key]
-    text = fetch_by_id(registry_url, schema_id)
-    if text is None:
-        return None
-    parsed = _parse(text)
-    with _WRITERS_LOCK:
-        _WRITERS[key] = parsed
-    return parsed
-
-
-class _ColumnDecoder:
-    def __init__(self, plan: AvroPlan, col: AvroColumn) -> None:
-        self.plan = plan
-        self.col = col
-        self.reader = _parse(col.schema)
-        self.convert = _converter(_type_from_json(col.data_type_json))
-        self.unknown: set[int] = set()  # ids the registry did not know, asked once per task
-
-    def decode(self, raw: bytes | None) -> Any:
-        """The decoded value; raises AvroDecodeError with the reason (no position: the caller adds it)."""
+    def record_decoder(self, registry_url: str, column: RegistryColumn) -> RecordDecoder:
         from fastavro import schemaless_reader
 
-        if raw is None:
-            return None
-        if len(raw) < HEADER.size or raw[0] != MAGIC:
-            raise AvroDecodeError(f"the {self.col.column} is not in Confluent's wire format (magic byte 0, "
-                                  f"schema id, Avro): it starts with {bytes(raw[:HEADER.size]).hex() or 'nothing'}")
-        _, schema_id = HEADER.unpack_from(raw)
-        writer = None if schema_id in self.unknown else _writer_schema(self.plan.registry_url, schema_id)
-        if writer is None:
-            self.unknown.add(schema_id)
-            raise AvroDecodeError(f"schema id {schema_id} of the {self.col.column} is unknown to the schema "
-                                  f"registry at {self.plan.registry_url}")
-        buf = io.BytesIO(raw)
-        buf.seek(HEADER.size)
-        try:
-            value = schemaless_reader(buf, writer, self.reader)
-        except Exception as exc:  # noqa: BLE001 - truncated data, resolution errors, ...
-            raise AvroDecodeError(f"the {self.col.column} (schema id {schema_id}) cannot be read as the latest "
-                                  f"schema of {self.col.subject!r} (id {self.col.schema_id}): "
-                                  f"{type(exc).__name__}: {exc}") from None
-        return value if self.convert is None else self.convert(value)
+        reader = _parse(column.schema)
+        convert = _converter(column.data_type())
+        writers = WriterSchemas(self, registry_url, column, lambda found: _parse(found.schema))
 
-
-class AvroDecoder:
-    """Turns the binary key/value columns of Arrow batches from `read_range` into the planned structs."""
-
-    def __init__(self, plan: AvroPlan, arrow_schema: Any) -> None:
-        self.plan = plan
-        self.arrow_schema = arrow_schema
-        self.columns = {c.column: _ColumnDecoder(plan, c) for c in plan.columns}
-
-    def decode_batch(self, batch: Any) -> Any:
-        import pyarrow as pa
-
-        arrays = []
-        for i, field in enumerate(self.arrow_schema):
-            col = batch.column(i)
-            dec = self.columns.get(field.name)
-            if dec is not None:
-                col = pa.array(self._decode_all(dec, batch, col.to_pylist()), type=field.type)
-            arrays.append(col)
-        return pa.RecordBatch.from_arrays(arrays, schema=self.arrow_schema)
-
-    def _decode_all(self, dec: _ColumnDecoder, batch: Any, raws: list) -> list:
-        out = []
-        offsets = None
-        for i, raw in enumerate(raws):
+        def decode(schema_id: int, body: memoryview) -> Any:
+            writer = writers.get(schema_id)
             try:
-                out.append(dec.decode(raw))
-            except AvroDecodeError as exc:
-                if self.plan.mode == "PERMISSIVE":
-                    out.append(None)
-                    continue
-                if offsets is None:
-                    offsets = batch.column(batch.schema.get_field_index("offset")).to_pylist()
-                topic = batch.column(batch.schema.get_field_index("topic"))[i].as_py()
-                partition = batch.column(batch.schema.get_field_index("partition"))[i].as_py()
-                raise AvroDecodeError(f"cannot decode the record of {topic}-{partition} at offset {offsets[i]}: "
-                                      f"{exc} (option avro.mode=PERMISSIVE gives null instead)") from None
-        return out
+                value = schemaless_reader(io.BytesIO(body), writer, reader)
+            except Exception as exc:  # noqa: BLE001 - truncated data, resolution errors, ...
+                raise unreadable(column, schema_id, exc) from None
+            return value if convert is None else convert(value)
+        return decode
+
+
+AVRO = AvroFormat()

@@ -237,61 +237,101 @@ class ReadOptions:
     poll_timeout_ms: int = 120_000
     max_records_per_arrow_batch: int = 10_000
     by_timestamp_strategy: str = "error"
-    avro: "AvroOptions | None" = None
+    registry: "RegistryFormatOptions | None" = None
+
+
+# valueFormat / keyFormat values decoded through a schema registry, each reading one schemaType.
+REGISTRY_FORMATS = ("avro", "json", "protobuf")
+# The option giving FAILFAST / PERMISSIVE, and the name it had when Avro was the only format (still read).
+MODE_OPTIONS = ("registry.mode", "avro.mode")
 
 
 @dataclass(frozen=True)
-class AvroOptions:
-    """`valueFormat=avro` / `keyFormat=avro`: decode Confluent-framed Avro through a schema registry.
-    A subject of None means that column stays binary."""
+class RegistryColumnOptions:
+    """One column (key or value) read through the registry."""
+
+    column: str  # "key" | "value"
+    format: str  # one of REGISTRY_FORMATS
+    subject: str
+    # Protobuf: the full name of the message the column holds (None: the first message of the schema)
+    message: str | None = None
+
+
+@dataclass(frozen=True)
+class RegistryFormatOptions:
+    """`valueFormat` / `keyFormat` avro, json or protobuf: decode Confluent-framed records through a schema
+    registry. A column not in `columns` stays binary."""
 
     registry_url: str
-    value_subject: str | None
-    key_subject: str | None
+    columns: tuple[RegistryColumnOptions, ...]
     mode: str = "FAILFAST"  # FAILFAST | PERMISSIVE
+
+    def subject_of(self, column: str) -> str | None:
+        return next((c.subject for c in self.columns if c.column == column), None)
+
+    @property
+    def value_subject(self) -> str | None:
+        return self.subject_of("value")
+
+    @property
+    def key_subject(self) -> str | None:
+        return self.subject_of("key")
 
 
 def _format(options: Mapping[str, str], name: str) -> str:
     value = (_get(options, name) or "binary").strip().lower()
-    if value not in ("binary", "avro"):
-        raise OptionError(f"option {name!r} must be 'binary' or 'avro', got {value!r}")
+    if value != "binary" and value not in REGISTRY_FORMATS:
+        raise OptionError(f"option {name!r} must be 'binary', {', '.join(repr(f) for f in REGISTRY_FORMATS[:-1])} "
+                          f"or {REGISTRY_FORMATS[-1]!r}, got {value!r}")
     return value
 
 
-def wants_avro(options: Mapping[str, str]) -> bool:
-    """Whether a column is read as Avro (checked before anything else, so writes and plain reads never
-    parse the Avro options)."""
-    return _format(options, "valueFormat") == "avro" or _format(options, "keyFormat") == "avro"
+def wants_registry(options: Mapping[str, str]) -> bool:
+    """Whether a column is decoded through the registry (checked before anything else, so writes and plain
+    reads never parse the registry options)."""
+    return _format(options, "valueFormat") != "binary" or _format(options, "keyFormat") != "binary"
 
 
-def parse_avro_options(options: Mapping[str, str], subscription: Subscription) -> AvroOptions | None:
-    """None unless a column is read as Avro. Subjects default to TopicNameStrategy (`<topic>-value`,
-    `<topic>-key`), which only names one subject when the read covers exactly one topic."""
+def _mode(options: Mapping[str, str]) -> str:
+    given = [(name, _get(options, name)) for name in MODE_OPTIONS]
+    given = [(name, value.strip().upper()) for name, value in given if value is not None]
+    if len({value for _, value in given}) > 1:
+        raise OptionError(f"options {' and '.join(repr(n) for n, _ in given)} disagree")
+    name, mode = given[0] if given else (MODE_OPTIONS[0], "FAILFAST")
+    if mode not in ("FAILFAST", "PERMISSIVE"):
+        raise OptionError(f"option {name!r} must be FAILFAST or PERMISSIVE, got {mode!r}")
+    return mode
+
+
+def parse_registry_options(options: Mapping[str, str], subscription: Subscription) -> RegistryFormatOptions | None:
+    """None unless a column is decoded through the registry. Subjects default to TopicNameStrategy
+    (`<topic>-value`, `<topic>-key`), which only names one subject when the read covers exactly one topic."""
     formats = {"value": _format(options, "valueFormat"), "key": _format(options, "keyFormat")}
     if all(f == "binary" for f in formats.values()):
         return None
     url = (_get(options, "schema.registry.url") or "").strip().rstrip("/")
     if not url.startswith(("http://", "https://")):
-        raise OptionError("option 'schema.registry.url' (http://host:port) is required with valueFormat/keyFormat avro")
+        raise OptionError("option 'schema.registry.url' (http://host:port) is required with valueFormat/keyFormat "
+                          + "/".join(REGISTRY_FORMATS))
     topics = sorted({t for t, _ in subscription.partitions} if subscription.kind == "assign" else subscription.topics)
-    subjects: dict[str, str | None] = {}
+    columns = []
     for column, fmt in formats.items():
         if fmt == "binary":
-            subjects[column] = None
             continue
         name = f"{column}Subject"
         given = _get(options, name)
         if given and given.strip():
-            subjects[column] = given.strip()
+            subject = given.strip()
         elif subscription.kind != "pattern" and len(topics) == 1:
-            subjects[column] = f"{topics[0]}-{column}"
+            subject = f"{topics[0]}-{column}"
         else:
             raise OptionError(f"option {name!r} is required when the read covers more than one topic "
                               f"({subscription.describe()})")
-    mode = (_get(options, "avro.mode") or "FAILFAST").strip().upper()
-    if mode not in ("FAILFAST", "PERMISSIVE"):
-        raise OptionError(f"option 'avro.mode' must be FAILFAST or PERMISSIVE, got {mode!r}")
-    return AvroOptions(url, subjects["value"], subjects["key"], mode)
+        message = (_get(options, f"{column}Message") or "").strip() or None
+        if message is not None and fmt != "protobuf":
+            raise OptionError(f"option '{column}Message' applies to {column}Format protobuf only")
+        columns.append(RegistryColumnOptions(column, fmt, subject, message))
+    return RegistryFormatOptions(url, tuple(columns), _mode(options))
 
 
 def parse_read_options(options: Mapping[str, str], streaming: bool) -> ReadOptions:
@@ -314,7 +354,7 @@ def parse_read_options(options: Mapping[str, str], streaming: bool) -> ReadOptio
         poll_timeout_ms=_int(options, "kafkaConsumer.pollTimeoutMs", 120_000, minimum=1) or 120_000,
         max_records_per_arrow_batch=_int(options, "arrowBatchSize", 10_000, minimum=1) or 10_000,
         by_timestamp_strategy=strategy,
-        avro=parse_avro_options(options, subscription),
+        registry=parse_registry_options(options, subscription),
     )
 
 

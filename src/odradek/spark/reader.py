@@ -23,7 +23,7 @@ from odradek.spark.client import Metadata, read_range, report_data_loss
 from odradek.spark.options import ReadOptions, TopicPartitionKey
 
 if TYPE_CHECKING:
-    from odradek.spark.avro import AvroPlan
+    from odradek.spark.registry_formats import RegistryPlan
 
 Offsets = dict[TopicPartitionKey, int]
 
@@ -113,7 +113,7 @@ class _MetadataMixin:
 
     opts: ReadOptions
     schema: StructType
-    avro: AvroPlan | None
+    registry: RegistryPlan | None
     _md: Metadata | None
 
     def __getstate__(self) -> dict[str, Any]:
@@ -139,16 +139,16 @@ class _MetadataMixin:
         return to_arrow_schema(schema, timezone="UTC")
 
     def read_batches(self, partition: InputPartition) -> Iterator[Any]:
-        """Kafka's columns as read; with Avro columns, decoded from the binary ones afterwards (a decoding
-        failure then knows the record's topic, partition and offset from the batch)."""
+        """Kafka's columns as read; with registry-decoded columns, decoded from the binary ones afterwards (a
+        decoding failure then knows the record's topic, partition and offset from the batch)."""
         assert isinstance(partition, KafkaInputPartition)
-        if self.avro is None:
+        if self.registry is None:
             yield from read_range(self.opts, partition.topic, partition.partition, partition.start, partition.end,
                                   self.arrow_schema(self.schema))
             return
-        from odradek.spark.avro import AvroDecoder
+        from odradek.spark.registry_formats import RegistryDecoder
 
-        decoder = AvroDecoder(self.avro, self.arrow_schema(self.schema))
+        decoder = RegistryDecoder(self.registry, self.arrow_schema(self.schema))
         binary = self.arrow_schema(kafka_schema(self.opts.include_headers))
         for batch in read_range(self.opts, partition.topic, partition.partition, partition.start, partition.end,
                                 binary):
@@ -156,10 +156,10 @@ class _MetadataMixin:
 
 
 class KafkaBatchReader(_MetadataMixin, DataSourceReader):
-    def __init__(self, opts: ReadOptions, schema: StructType, avro: AvroPlan | None = None) -> None:
+    def __init__(self, opts: ReadOptions, schema: StructType, registry: RegistryPlan | None = None) -> None:
         self.opts = opts
         self.schema = schema
-        self.avro = avro
+        self.registry = registry
         self._md = None
 
     def partitions(self) -> Sequence[InputPartition]:
@@ -189,10 +189,10 @@ class KafkaStreamReader(_MetadataMixin, DataSourceStreamReader, SupportsTriggerA
     """Micro-batch reader. Offsets are `{topic: {partition: offset}}`; partitions that appear later (new
     topics matching `subscribePattern`, added partitions) are read from their earliest offset."""
 
-    def __init__(self, opts: ReadOptions, schema: StructType, avro: AvroPlan | None = None) -> None:
+    def __init__(self, opts: ReadOptions, schema: StructType, registry: RegistryPlan | None = None) -> None:
         self.opts = opts
         self.schema = schema
-        self.avro = avro
+        self.registry = registry
         self._md = None
         self._target: Offsets | None = None  # Trigger.AvailableNow: never read past these
 

@@ -15,15 +15,15 @@ from pyspark.sql.datasource import (
 from pyspark.sql.types import StructType
 
 from odradek.spark.options import (
-    parse_avro_options,
     parse_read_options,
+    parse_registry_options,
     parse_subscription,
     parse_write_options,
-    wants_avro,
+    wants_registry,
 )
 
 if TYPE_CHECKING:
-    from odradek.spark.avro import AvroPlan
+    from odradek.spark.registry_formats import RegistryPlan
 
 
 class OdradekDataSource(DataSource):
@@ -39,36 +39,37 @@ class OdradekDataSource(DataSource):
                 return str(value).strip().lower() == "true"
         return False
 
-    def _avro_plan(self) -> AvroPlan | None:
-        """The registry's schemas for valueFormat/keyFormat avro, fetched once: Spark pickles this instance
-        after schema() and plans the read from the copy, so the reader decodes to the schema load() gave."""
-        if not hasattr(self, "_avro"):
+    def _registry_plan(self) -> RegistryPlan | None:
+        """The registry's schemas for valueFormat/keyFormat avro, json or protobuf, fetched once: Spark
+        pickles this instance after schema() and plans the read from the copy, so the reader decodes to the
+        schema load() gave."""
+        if not hasattr(self, "_registry"):
             plan = None
-            if wants_avro(self.options):
-                from odradek.spark.avro import plan_avro
+            if wants_registry(self.options):
+                from odradek.spark.registry_formats import plan_registry
 
-                opts = parse_avro_options(self.options, parse_subscription(self.options))
+                opts = parse_registry_options(self.options, parse_subscription(self.options))
                 assert opts is not None
-                plan = plan_avro(opts)
-            self._avro = plan
-        return self._avro
+                plan = plan_registry(opts)
+            self._registry = plan
+        return self._registry
 
     def schema(self) -> StructType:
         from odradek.spark.reader import kafka_schema
 
-        plan = self._avro_plan()
+        plan = self._registry_plan()
         base = kafka_schema(self._include_headers())
         return base if plan is None else plan.apply(base)
 
     def reader(self, schema: StructType) -> DataSourceReader:
         from odradek.spark.reader import KafkaBatchReader
 
-        return KafkaBatchReader(parse_read_options(self.options, streaming=False), self.schema(), self._avro_plan())
+        return KafkaBatchReader(parse_read_options(self.options, streaming=False), self.schema(), self._registry_plan())
 
     def streamReader(self, schema: StructType) -> DataSourceStreamReader:
         from odradek.spark.reader import KafkaStreamReader
 
-        return KafkaStreamReader(parse_read_options(self.options, streaming=True), self.schema(), self._avro_plan())
+        return KafkaStreamReader(parse_read_options(self.options, streaming=True), self.schema(), self._registry_plan())
 
     def writer(self, schema: StructType, overwrite: bool) -> DataSourceWriter:
         from odradek.spark.writer import KafkaBatchWriter, validate_input_schema

@@ -31,7 +31,8 @@ def add_parser(sub: Any) -> None:
                             "the table of topic T is at --path/T, and topics created later join while it runs")
     s.add_argument("--path", required=True, help="the Delta table's directory (with --topics-pattern: their parent)")
     s.add_argument("--schema-registry", metavar="URL", default=None,
-                   help="decode Avro values through this registry (subject <topic>-value): columns from the schema")
+                   help="decode values through this registry (subject <topic>-value; Avro, JSON Schema or Protobuf, "
+                        "as its schemaType says): columns from the schema")
     s.add_argument("--mode", choices=("append", "upsert"), default="append",
                    help="append every record (events), or keep the latest value per key and delete on "
                         "tombstones (compacted topics) (default %(default)s)")

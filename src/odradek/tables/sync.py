@@ -4,9 +4,11 @@ Each topic is one streaming query: it reads the topic through `format("odradek")
 its path. The table's columns:
 
     key        the record key as a string (UTF-8)
-    <fields>   with --schema-registry: the fields of the latest Avro schema of `<topic>-value`, one column
-               each (records written under older compatible versions read as the latest, so added
-               fields come with their defaults); without it, `value`, the value as a string
+    <fields>   with --schema-registry: the fields of the latest schema of `<topic>-value`, one column each,
+               whatever its schemaType (AVRO, JSON, PROTOBUF: the connector's valueFormat avro, json or
+               protobuf; records written under older compatible versions read as the latest, so added
+               Avro fields come with their defaults; a schema that is not a record/object/message gives
+               one column `value` of its type); without it, `value`, the value as a string
     topic, partition, offset, timestamp   where the record came from, and its timestamp
     date       the timestamp's UTC date: the table is partitioned by it
 
@@ -24,8 +26,7 @@ Modes:
 Schema evolution: columns come from the latest schema when a query starts. A running sync asks the registry
 every --check-seconds for the subject's latest id and, when a new version appeared, restarts that topic's
 query from its checkpoint: the new columns are added to the table (`mergeSchema` in append mode, MERGE's
-schema evolution in upsert mode); earlier rows hold null in them. Only Avro values are decoded: the
-Spark connector decodes Avro only (docs/spark.md).
+schema evolution in upsert mode); earlier rows hold null in them.
 """
 
 from __future__ import annotations
@@ -91,21 +92,33 @@ class SourceOptions:
 # ---------------------------------------------------------------------------------------------------
 
 
-def latest_schema_id(registry_url: str, topic: str) -> int:
-    """The id of the latest schema of `<topic>-value`; raises SyncError when there is none or it is not Avro."""
-    from odradek.spark.avro import AvroSchemaError, RegistryError, fetch_latest
+def latest_value_schema(registry_url: str, topic: str) -> tuple[int, str]:
+    """(id, the connector's valueFormat) of the latest schema of `<topic>-value`; raises SyncError when there
+    is none or its schemaType is none the connector reads."""
+    from odradek.spark.registry_formats import FORMAT_OF_SCHEMA_TYPE, RegistryError, fetch_latest
 
+    subject = f"{topic}-value"
     try:
-        schema_id, _ = fetch_latest(registry_url, f"{topic}-value")
-    except (RegistryError, AvroSchemaError) as exc:
+        latest = fetch_latest(registry_url, subject)
+    except RegistryError as exc:
         raise SyncError(str(exc)) from None
-    return schema_id
+    value_format = FORMAT_OF_SCHEMA_TYPE.get(latest.schema_type)
+    if value_format is None:
+        raise SyncError(f"the latest schema of {subject!r} (id {latest.id}) is a {latest.schema_type} schema, "
+                        f"which the connector does not read")
+    return latest.id, value_format
+
+
+def latest_schema_id(registry_url: str, topic: str) -> int:
+    """The id of the latest schema of `<topic>-value` (SyncError as latest_value_schema)."""
+    return latest_value_schema(registry_url, topic)[0]
 
 
 def table_rows(spark: Any, topic: str, source: SourceOptions) -> Any:
     """The streaming DataFrame of `topic`'s records as table rows (the columns of the module docstring),
     plus `_tombstone` (the value is null) for the upsert mode to use and drop."""
     from pyspark.sql import functions as F
+    from pyspark.sql.types import StructType
 
     reader = (spark.readStream.format("odradek").option("kafka.bootstrap.servers", source.bootstrap)
               .option("subscribe", topic).option("startingOffsets", source.starting_offsets))
@@ -114,10 +127,16 @@ def table_rows(spark: Any, topic: str, source: SourceOptions) -> Any:
     if source.max_offsets_per_trigger:
         reader = reader.option("maxOffsetsPerTrigger", str(source.max_offsets_per_trigger))
     if source.registry_url:
-        reader = reader.option("valueFormat", "avro").option("schema.registry.url", source.registry_url)
+        # the format follows the registered schema's schemaType (AVRO, JSON, PROTOBUF)
+        _, value_format = latest_value_schema(source.registry_url, topic)
+        reader = reader.option("valueFormat", value_format).option("schema.registry.url", source.registry_url)
     records = reader.load()
-    if source.registry_url:
-        fields = [f.name for f in records.schema["value"].dataType.fields]
+    value_type = records.schema["value"].dataType
+    if source.registry_url and not isinstance(value_type, StructType):
+        # a schema of one value (an Avro "string", a JSON Schema array, ...) has no fields: one column `value`
+        values = [F.col("value")]
+    elif source.registry_url:
+        fields = [f.name for f in value_type.fields]
         clash = sorted(set(fields) & set(METADATA_COLUMNS))
         if clash:
             raise SyncError(f"the value schema of {topic!r} has fields named {', '.join(clash)}, which the table "
