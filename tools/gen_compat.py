@@ -114,6 +114,9 @@ SUITES = {
                           "release, reject, lock timeouts, delivery limit, kill -9, read_committed, group configs",
                           "confluent-kafka"),
     "test_share_partition": ("the share-partition state machine: in-flight window, locks, delivery counts", None),
+    "spark/test_registry_formats": ("Spark reads JSON Schema and Protobuf values (confluent-kafka's serializers) "
+                                    "through the registry; tables sync of a JSON Schema topic", "pyspark"),
+    "test_spark_registry_formats": ("the connector's JSON Schema and Protobuf type mappings and decoding", None),
 }
 
 # Requests brokers send each other (cluster mode); clients never send them.
