@@ -1,0 +1,88 @@
+"""`odradek groups list|describe|delete` on a share group (KIP-932) of two confluent-kafka ShareConsumers."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from tests.interop.helpers import bounded
+from tests.interop.test_groups_cli import cli
+
+confluent_kafka = pytest.importorskip("confluent_kafka")
+
+RECORDS_PER_PARTITION = 5
+ACCEPTED_PER_PARTITION = 3  # offsets 0-2 accepted, 3-4 held unacknowledged: start offset 3, lag 2
+
+
+def _json(broker, *args: str) -> object:
+    """The command's JSON output (stdout only: notes go to stderr)."""
+    proc = subprocess.run([sys.executable, "-m", "odradek", "groups", *args, "--output", "json",
+                           "--bootstrap", broker.bootstrap], capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, f"rc {proc.returncode}\n{proc.stdout}\n{proc.stderr}"
+    return json.loads(proc.stdout)
+
+
+@pytest.mark.timeout(60)
+def test_groups_cli_shows_and_deletes_a_share_group(broker, topic_name):
+    from confluent_kafka import AcknowledgeType
+
+    from tests.interop.test_share_groups import close_quietly, prepared_group, share_consumer
+
+    group = prepared_group(broker.bootstrap, topic_name, 2 * RECORDS_PER_PARTITION, partitions=2)
+    consumers = [share_consumer(broker.bootstrap, group, explicit=True) for _ in range(2)]
+    try:
+        for c in consumers:
+            c.subscribe([topic_name])
+        got: list[tuple[int, int]] = []
+        for _ in bounded(200, 30):
+            if len(got) >= 2 * RECORDS_PER_PARTITION:
+                break
+            for c in consumers:
+                batch = [m for m in c.poll(0.3) if m.error() is None]
+                for m in batch:
+                    got.append((m.partition(), m.offset()))
+                    if m.offset() < ACCEPTED_PER_PARTITION:
+                        c.acknowledge(m, AcknowledgeType.ACCEPT)
+                if batch:
+                    c.commit_sync(15)
+        assert sorted(got) == [(p, o) for p in range(2) for o in range(RECORDS_PER_PARTITION)]
+
+        out = cli(broker, "list")
+        assert [group, "STABLE", "share"] in [line.split() for line in out.splitlines()]
+        assert {"group": group, "state": "STABLE", "type": "share"} in _json(broker, "list")
+
+        described = _json(broker, "describe", group)
+        assert (described["type"], described["state"]) == ("share", "STABLE")
+        assert len(described["members"]) == 2
+        both = [f"{topic_name}:0", f"{topic_name}:1"]
+        assert all(m["assignment"] == both and m["client"] and m["host"] for m in described["members"])
+        wanted = [{"topic": topic_name, "partition": p, "start_offset": ACCEPTED_PER_PARTITION,
+                   "lag": RECORDS_PER_PARTITION - ACCEPTED_PER_PARTITION, "error": None} for p in range(2)]
+        assert described["offsets"] == wanted
+
+        out = cli(broker, "describe", group)
+        assert "START-OFFSET" in out and "LAG" in out and "type share" in out
+        for m in described["members"]:
+            assert any(line.split()[0] == m["member"] and line.split()[-1] == ",".join(both)
+                       for line in out.splitlines() if line.strip())
+        rows = [line.split() for line in out.splitlines() if line.startswith(topic_name + " ")]
+        assert rows == [[topic_name, str(p), "3", "2"] for p in range(2)]
+        assert cli(broker, "delete", group, rc=1)  # members: not yet
+    finally:
+        for c in consumers:
+            close_quietly(c)
+
+    described = None
+    for _ in bounded(100, 15):  # the consumers' leave heartbeats are sent on close
+        described = _json(broker, "describe", group)
+        if described["state"] == "EMPTY":
+            break
+    assert described is not None and (described["state"], described["members"]) == ("EMPTY", [])
+    assert [o["start_offset"] for o in described["offsets"]] == [ACCEPTED_PER_PARTITION] * 2
+
+    assert "deleted group" in cli(broker, "delete", group)
+    assert group not in cli(broker, "list")
+    assert _json(broker, "describe", group).get("type") != "share"
