@@ -11,6 +11,7 @@ import pytest
 from tests.interop.helpers import bounded
 from tests.interop.test_groups_cli import cli
 from tests.reference.conftest import kafka_reference  # noqa: F401 - the session fixture (skips without Kafka)
+from tests.security.test_tls import ca, tls_broker  # noqa: F401 - fixtures: a test CA, a broker with an SSL listener
 
 confluent_kafka = pytest.importorskip("confluent_kafka")
 
@@ -109,3 +110,32 @@ def exercise_share_group(broker, topic_name: str, kafka: bool = False) -> None:
     assert "deleted group" in cli(broker, "delete", group)
     assert group not in cli(broker, "list")
     assert _json(broker, "describe", group).get("type") != "share"
+
+
+@pytest.mark.timeout(60)
+def test_share_group_details_over_ssl(tmp_path, ca, tls_broker, topic_name):  # noqa: F811
+    """The tools' own client honours --command-config: `groups list` and `describe` of a share group over an
+    SSL listener (the group itself is made over the PLAINTEXT one)."""
+    from tests.interop.test_share_groups import close_quietly, poll_records, prepared_group, share_consumer
+
+    broker, secure = tls_broker()
+    group = prepared_group(broker.bootstrap, topic_name, 3)
+    consumer = share_consumer(broker.bootstrap, group)
+    props = tmp_path / "ssl.properties"
+    props.write_text(f"security.protocol=SSL\nssl.ca.location={tmp_path / 'ca.pem'}\n")
+    over_ssl = ["--bootstrap", f"127.0.0.1:{secure}", "--command-config", str(props), "--output", "json"]
+    try:
+        consumer.subscribe([topic_name])
+        assert len(poll_records(consumer, 3, 20)) == 3
+        listed = subprocess.run([sys.executable, "-m", "odradek", "groups", "list", *over_ssl],
+                                capture_output=True, text=True, timeout=60)
+        assert listed.returncode == 0, listed.stderr
+        assert {"group": group, "state": "STABLE", "type": "share"} in json.loads(listed.stdout)
+        described = subprocess.run([sys.executable, "-m", "odradek", "groups", "describe", group, *over_ssl],
+                                   capture_output=True, text=True, timeout=60)
+        assert described.returncode == 0, described.stderr
+        data = json.loads(described.stdout)
+        assert data["coordinator"] == f"127.0.0.1:{secure}" and len(data["members"]) == 1
+        assert [o["partition"] for o in data["offsets"]] == [0]
+    finally:
+        close_quietly(consumer)
