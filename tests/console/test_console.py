@@ -158,6 +158,31 @@ def test_json_api(broker_factory, console_factory):
     assert status == 404
 
 
+@pytest.mark.timeout(60)
+def test_share_groups_in_the_json_api(broker_factory, console_factory):
+    """A share group (KIP-932) is listed with type `share`; its page has members, start offset and lag."""
+    from tests.interop.test_share_groups import close_quietly, poll_records, prepared_group, share_consumer
+
+    broker = broker_factory()
+    url = console_factory(broker.bootstrap).url + "/api"
+    group = prepared_group(broker.bootstrap, "share-api", 4)
+    consumer = share_consumer(broker.bootstrap, group)
+    try:
+        consumer.subscribe(["share-api"])
+        assert len(poll_records(consumer, 4, 20)) == 4
+        consumer.poll(0.5)  # implicit mode: the next poll accepts the records of the last one
+        listed = _wait(lambda: [g for g in _request(url + "/groups")[1] if g["group"] == group], 15, "the group listed")
+        assert (listed[0]["type"], listed[0]["state"]) == ("share", "STABLE")
+        status, page = _request(url + f"/groups/{group}")
+        assert status == 200 and page["type"] == "share" and len(page["members"]) == 1
+        assert [(p["topic"], p["partition"]) for p in page["partitions"]] == [("share-api", 0)]
+        assert page["partitions"][0]["member"] == page["members"][0]["member_id"]
+    finally:
+        close_quietly(consumer)
+    _wait(lambda: _request(url + f"/groups/{group}")[1]["partitions"][0]["start_offset"] == 4, 15,
+          "the accepted records behind the start offset")
+
+
 def test_topic_produce_and_browse(broker_factory, console_factory, page):
     from playwright.sync_api import expect
 
