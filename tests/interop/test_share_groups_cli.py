@@ -93,6 +93,8 @@ def exercise_share_group(broker, topic_name: str, kafka: bool = False) -> None:
         rows = [line.split() for line in out.splitlines() if line.startswith(topic_name + " ")]
         assert rows == [[topic_name, str(o["partition"]), str(o["start_offset"]), str(o["lag"])] for o in wanted]
         assert cli(broker, "delete", group, rc=1)  # members: not yet
+        assert "is a share group" in cli(broker, "reset-offsets", group, "--topic", topic_name, "--to-earliest",
+                                         "--execute", rc=1)
     finally:
         for c in consumers:
             close_quietly(c)

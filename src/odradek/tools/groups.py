@@ -236,6 +236,22 @@ def cmd_delete(args: argparse.Namespace) -> int:
     return 0
 
 
+def _refuse_share_group(args: argparse.Namespace) -> None:
+    """ToolError if the group is a share group: committing consumer offsets under its name would not move its
+    start offsets (that is AlterShareGroupOffsets, which this command does not send)."""
+    from odradek.tools.share_groups import describe_share_group
+    from odradek.tools.wire import Unsupported
+
+    config = client_config(args)
+    try:
+        share = describe_share_group(config["bootstrap.servers"], config, args.group, args.timeout)
+    except Unsupported:
+        return  # cannot tell: the broker decides
+    if share is not None:
+        raise ToolError(f"{args.group} is a share group: reset-offsets moves consumer groups' committed offsets "
+                        "only, not a share group's start offsets")
+
+
 def cmd_reset(args: argparse.Namespace) -> int:
     from confluent_kafka import ConsumerGroupTopicPartitions
 
@@ -243,6 +259,7 @@ def cmd_reset(args: argparse.Namespace) -> int:
 
     admin = admin_client(args)
     partitions = topic_partitions(admin, args, args.topic)
+    _refuse_share_group(args)
     committed = committed_offsets(admin, args.group, args.timeout)
     plan = []
     for p, (low, high) in sorted(topic_offsets(admin, args, args.topic, partitions).items()):
