@@ -10,8 +10,13 @@ import pytest
 
 from tests.interop.helpers import bounded
 from tests.interop.test_groups_cli import cli
-from tests.reference.conftest import kafka_reference  # noqa: F401 - the session fixture (skips without Kafka)
-from tests.security.test_tls import ca, tls_broker  # noqa: F401 - fixtures: a test CA, a broker with an SSL listener
+from tests.reference import conftest as reference
+from tests.security import test_tls
+
+# fixtures of other modules: Apache Kafka for the session (skips without it), a test CA, a broker with an SSL
+# listener
+kafka_reference = reference.kafka_reference
+ca, tls_broker = test_tls.ca, test_tls.tls_broker
 
 confluent_kafka = pytest.importorskip("confluent_kafka")
 
@@ -33,7 +38,7 @@ def test_groups_cli_shows_and_deletes_a_share_group(broker, topic_name):
 
 
 @pytest.mark.timeout(120)
-def test_groups_cli_on_a_share_group_of_apache_kafka(kafka_reference, topic_name):  # noqa: F811
+def test_groups_cli_on_a_share_group_of_apache_kafka(kafka_reference, topic_name):
     exercise_share_group(kafka_reference, topic_name, kafka=True)
 
 
@@ -115,7 +120,7 @@ def exercise_share_group(broker, topic_name: str, kafka: bool = False) -> None:
 
 
 @pytest.mark.timeout(60)
-def test_share_group_details_over_ssl(tmp_path, ca, tls_broker, topic_name):  # noqa: F811
+def test_share_group_details_over_ssl(tmp_path, ca, tls_broker, topic_name):
     """The tools' own client honours --command-config: `groups list` and `describe` of a share group over an
     SSL listener (the group itself is made over the PLAINTEXT one)."""
     from tests.interop.test_share_groups import close_quietly, poll_records, prepared_group, share_consumer

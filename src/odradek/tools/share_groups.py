@@ -17,7 +17,7 @@ from typing import Any
 from odradek.protocol.api_keys import ApiKey
 from odradek.protocol.errors import ErrorCode
 from odradek.tools.common import ToolError
-from odradek.tools.wire import BrokerConnection, Unsupported, coordinator_connection, error_name
+from odradek.tools.wire import BrokerConnection, coordinator_connection, error_name
 
 SHARE_TYPE = "share"
 LIST_GROUPS_WITH_TYPES = 5  # ListGroups v5 (KIP-848) carries the group type and takes a type filter
@@ -66,9 +66,8 @@ def list_share_groups(brokers: list[tuple[str, int]], config: dict[str, Any],
     found: dict[str, str] = {}
     for host, port in brokers:
         with BrokerConnection(host, port, config, timeout) as conn:
-            try:
-                version = conn.version(ApiKey.LIST_GROUPS, LIST_GROUPS_WITH_TYPES)
-            except Unsupported:
+            version = conn.highest(ApiKey.LIST_GROUPS, LIST_GROUPS_WITH_TYPES)
+            if version is None:
                 continue
             answer = conn.request(ApiKey.LIST_GROUPS, version, {"states_filter": [], "types_filter": [SHARE_TYPE]})
             if answer["error_code"]:
@@ -85,9 +84,8 @@ def describe_share_group(bootstrap: str, config: dict[str, Any], group: str,
     (or the cluster has no share groups). Unsupported if the connection settings need what the tools' client
     lacks; ToolError for other failures."""
     with coordinator_connection(bootstrap, config, group, timeout) as conn:
-        try:
-            version = conn.version(ApiKey.SHARE_GROUP_DESCRIBE, SHARE_DESCRIBE_STABLE)
-        except Unsupported:
+        version = conn.highest(ApiKey.SHARE_GROUP_DESCRIBE, SHARE_DESCRIBE_STABLE)
+        if version is None:
             return None  # a broker before share groups: no group can be one
         answer = conn.request(ApiKey.SHARE_GROUP_DESCRIBE, version,
                               {"group_ids": [group], "include_authorized_operations": False})
@@ -116,9 +114,8 @@ def describe_share_group(bootstrap: str, config: dict[str, Any], group: str,
 def _share_offsets(conn: BrokerConnection, group: str) -> dict[tuple[str, int], SharePartition]:
     """Start offset and lag of every partition the group has state for (DescribeShareGroupOffsets with no
     topics named); empty against a broker without the API."""
-    try:
-        version = conn.version(ApiKey.DESCRIBE_SHARE_GROUP_OFFSETS)
-    except Unsupported:
+    version = conn.highest(ApiKey.DESCRIBE_SHARE_GROUP_OFFSETS)
+    if version is None:
         return {}
     answer = conn.request(ApiKey.DESCRIBE_SHARE_GROUP_OFFSETS, version,
                           {"groups": [{"group_id": group, "topics": None}]})

@@ -130,15 +130,21 @@ class BrokerConnection:
         except OSError:
             pass
 
-    def version(self, api_key: int, lowest: int = 0) -> int:
-        """The highest version of `api_key` that the broker and the codec both know, at least `lowest`;
-        Unsupported if there is none."""
+    def highest(self, api_key: int, lowest: int = 0) -> int | None:
+        """The highest version of `api_key` that the broker and the codec both know, at least `lowest`; None
+        if there is none."""
         ours = codec.request_versions(api_key)
         theirs = self.versions.get(api_key)
-        if theirs is not None:
-            top = min(ours[1], theirs[1])
-            if top >= max(ours[0], theirs[0], lowest):
-                return top
+        if theirs is None:
+            return None
+        top = min(ours[1], theirs[1])
+        return top if top >= max(ours[0], theirs[0], lowest) else None
+
+    def version(self, api_key: int, lowest: int = 0) -> int:
+        """`highest`, or Unsupported if there is none."""
+        top = self.highest(api_key, lowest)
+        if top is not None:
+            return top
         raise Unsupported(f"the broker at {self.host}:{self.port} does not serve {ApiKey(api_key).name} "
                           f"(version {lowest} or later)")
 
