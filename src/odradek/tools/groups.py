@@ -44,10 +44,11 @@ def add_parser(sub: Any) -> None:
     shown = connection_options(output=True)
     groups = sub.add_parser("groups", help="list, describe, delete consumer and share groups; reset offsets")
     actions = groups.add_subparsers(dest="action", required=True)
-    actions.add_parser("list", parents=[shown], help="list consumer groups")
+    actions.add_parser("list", parents=[shown], help="list consumer and share groups")
     describe = actions.add_parser("describe", parents=[shown], help="members, assignments, offsets and lag")
     describe.add_argument("group")
-    delete = actions.add_parser("delete", parents=[common], help="delete an empty group and its offsets (or share state)")
+    delete = actions.add_parser("delete", parents=[common],
+                                help="delete an empty group and its offsets (a share group: its delivery state)")
     delete.add_argument("group")
     reset = actions.add_parser("reset-offsets", parents=[common], help="move a group's committed offsets")
     reset.add_argument("group")
@@ -155,17 +156,22 @@ def _share_groups(args: argparse.Namespace, md: Any) -> list[dict[str, str]]:
     return [{"group": group, "state": state, "type": SHARE_TYPE} for group, state in listed.items()]
 
 
-def cmd_describe(args: argparse.Namespace) -> int:
+def _share_description(args: argparse.Namespace) -> tuple[Any, Exception | None]:
+    """(the ShareGroupState of args.group, None) if it is a share group, (None, None) if it is not, and
+    (None, the reason) when the tools' own client cannot tell with these connection settings."""
     from odradek.tools.share_groups import describe_share_group
     from odradek.tools.wire import Unsupported
 
     config = client_config(args)
-    unsupported = None
     try:
-        # asked first: a share group is what ShareGroupDescribe knows, the others it answers "not found"
-        share = describe_share_group(config["bootstrap.servers"], config, args.group, args.timeout)
+        return describe_share_group(config["bootstrap.servers"], config, args.group, args.timeout), None
     except Unsupported as exc:
-        share, unsupported = None, exc
+        return None, exc
+
+
+def cmd_describe(args: argparse.Namespace) -> int:
+    # asked first: a share group is what ShareGroupDescribe knows, the others it answers "not found"
+    share, unsupported = _share_description(args)
     if share is not None:
         return _describe_share(args, share)
     state = group_state(admin_client(args), args.group, args.timeout)
@@ -239,14 +245,7 @@ def cmd_delete(args: argparse.Namespace) -> int:
 def _refuse_share_group(args: argparse.Namespace) -> None:
     """ToolError if the group is a share group: committing consumer offsets under its name would not move its
     start offsets (that is AlterShareGroupOffsets, which this command does not send)."""
-    from odradek.tools.share_groups import describe_share_group
-    from odradek.tools.wire import Unsupported
-
-    config = client_config(args)
-    try:
-        share = describe_share_group(config["bootstrap.servers"], config, args.group, args.timeout)
-    except Unsupported:
-        return  # cannot tell: the broker decides
+    share, _ = _share_description(args)  # when it cannot tell, the broker decides
     if share is not None:
         raise ToolError(f"{args.group} is a share group: reset-offsets moves consumer groups' committed offsets "
                         "only, not a share group's start offsets")
