@@ -146,3 +146,40 @@ def test_share_group_details_over_ssl(tmp_path, ca, tls_broker, topic_name):
         assert [o["partition"] for o in data["offsets"]] == [0]
     finally:
         close_quietly(consumer)
+
+
+@pytest.mark.timeout(60)
+def test_share_group_details_over_sasl_ssl_with_scram(tmp_path, topic_name):
+    """SASL_SSL with SCRAM-SHA-512 through the tools' own client: the TLS handshake, then SaslHandshake and the
+    two SCRAM rounds (the server's signature checked), then the share-group requests."""
+    from confluent_kafka.admin import ScramMechanism
+
+    from tests.interop.test_share_groups import close_quietly, poll_records, prepared_group, share_consumer
+    from tests.security.test_sasl import SaslBroker
+
+    sasl = SaslBroker(tmp_path)
+    try:
+        sasl.add_scram_user("ops", "ops-secret", ScramMechanism.SCRAM_SHA_512)
+        bootstrap = sasl.process.bootstrap
+        group = prepared_group(bootstrap, topic_name, 2)
+        consumer = share_consumer(bootstrap, group)
+        try:
+            consumer.subscribe([topic_name])
+            assert len(poll_records(consumer, 2, 20)) == 2
+            props = tmp_path / "scram.properties"
+            props.write_text(f"security.protocol=SASL_SSL\nssl.ca.location={sasl.ca_file}\n"
+                             "sasl.mechanism=SCRAM-SHA-512\nsasl.username=ops\nsasl.password=ops-secret\n")
+            command = [sys.executable, "-m", "odradek", "groups", "describe", group, "--bootstrap",
+                       f"127.0.0.1:{sasl.sasl_ssl}", "--command-config", str(props), "--output", "json"]
+            described = subprocess.run(command, capture_output=True, text=True, timeout=60)
+            assert described.returncode == 0, described.stderr
+            data = json.loads(described.stdout)
+            assert data["type"] == "share" and len(data["members"]) == 1
+            assert data["coordinator"] == f"127.0.0.1:{sasl.sasl_ssl}"
+            props.write_text(props.read_text().replace("ops-secret", "wrong"))
+            refused = subprocess.run(command[:-2] + ["--timeout", "5"], capture_output=True, text=True, timeout=60)
+            assert refused.returncode == 1 and "SASL SCRAM-SHA-512 login as 'ops'" in refused.stderr, refused.stderr
+        finally:
+            close_quietly(consumer)
+    finally:
+        sasl.process.stop()
