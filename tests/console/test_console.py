@@ -158,6 +158,43 @@ def test_json_api(broker_factory, console_factory):
     assert status == 404
 
 
+@pytest.mark.timeout(90)
+def test_share_groups_in_the_json_api_and_the_page(broker_factory, console_factory, page):
+    """A share group (KIP-932) is listed with type `share`; its page has members, start offset and lag."""
+    from playwright.sync_api import expect
+
+    from tests.interop.test_share_groups import close_quietly, poll_records, prepared_group, share_consumer
+
+    broker = broker_factory()
+    console = console_factory(broker.bootstrap)
+    url = console.url + "/api"
+    group = prepared_group(broker.bootstrap, "share-api", 4)
+    consumer = share_consumer(broker.bootstrap, group)
+    try:
+        consumer.subscribe(["share-api"])
+        assert len(poll_records(consumer, 4, 20)) == 4
+        consumer.poll(0.5)  # implicit mode: the next poll accepts the records of the last one
+        listed = _wait(lambda: [g for g in _request(url + "/groups")[1] if g["group"] == group], 15, "the group listed")
+        assert (listed[0]["type"], listed[0]["state"]) == ("share", "STABLE")
+        status, described = _request(url + f"/groups/{group}")
+        assert status == 200 and described["type"] == "share" and len(described["members"]) == 1
+        assert [(p["topic"], p["partition"]) for p in described["partitions"]] == [("share-api", 0)]
+        assert described["partitions"][0]["member"] == described["members"][0]["member_id"]
+        page.goto(console.url + "/#/groups")
+        row = page.get_by_test_id("group-row").filter(has_text=group)
+        expect(row.get_by_test_id("group-type")).to_have_text("share", timeout=TIMEOUT_MS)
+        page.get_by_role("link", name=group).click()
+        expect(page.get_by_test_id("members-count")).to_have_text("1", timeout=TIMEOUT_MS)
+        expect(page.get_by_test_id("group-partition-row")).to_have_count(1)
+    finally:
+        close_quietly(consumer)
+    _wait(lambda: _request(url + f"/groups/{group}")[1]["partitions"][0]["start_offset"] == 4, 15,
+          "the accepted records behind the start offset")
+    expect(page.get_by_test_id("start-offset")).to_have_text("4", timeout=TIMEOUT_MS)
+    expect(page.get_by_test_id("members-count")).to_have_text("0", timeout=TIMEOUT_MS)
+    screenshot(page, "share-group")
+
+
 def test_topic_produce_and_browse(broker_factory, console_factory, page):
     from playwright.sync_api import expect
 

@@ -13,6 +13,7 @@ every few seconds by the web application.
 from __future__ import annotations
 
 import base64
+import logging
 import threading
 import time
 from collections import deque
@@ -21,6 +22,8 @@ from dataclasses import dataclass, field
 from typing import Any, Iterator
 
 from odradek.cluster.topics import INTERNAL_TOPICS
+
+log = logging.getLogger(__name__)
 
 TIMEOUT_S = 10.0
 BROWSE_DEADLINE_S = 8.0  # one browse request polls for at most this long
@@ -321,10 +324,50 @@ class Kafka:
     # -- consumer groups -------------------------------------------------------------------------------
 
     def groups(self) -> list[dict]:
+        """Every group with its state and type: `consumer`, `simple` (offsets only) or `share` (KIP-932)."""
         listed = _check(self.admin.list_consumer_groups(request_timeout=TIMEOUT_S), "list groups")
-        return [{"group": g.group_id, "state": _enum_name(g.state),
-                 "simple": bool(g.is_simple_consumer_group)}
-                for g in sorted(listed.valid, key=lambda g: g.group_id)]
+        found = {g.group_id: {"group": g.group_id, "state": _enum_name(g.state),
+                              "simple": bool(g.is_simple_consumer_group),
+                              "type": "simple" if g.is_simple_consumer_group else "consumer"}
+                 for g in listed.valid}
+        found.update({group: {"group": group, "state": state, "simple": False, "type": "share"}
+                      for group, state in self.share_groups().items()})
+        return [found[group] for group in sorted(found)]
+
+    def share_groups(self) -> dict[str, str]:
+        """Share group -> state, through the tools' own client (confluent-kafka lists no share groups); none
+        when that client cannot connect with the console's settings (a SASL mechanism it lacks)."""
+        from odradek.tools.common import ToolError
+        from odradek.tools.share_groups import list_share_groups
+
+        brokers = sorted((b.host, b.port) for b in self.metadata().brokers.values())
+        try:
+            return list_share_groups(brokers, self.base, TIMEOUT_S)
+        except ToolError as exc:
+            log.debug("share groups not listed: %s", exc)
+            return {}
+
+    def share_group(self, group: str) -> dict | None:
+        """A share group's page: members, and per partition the start offset and lag; None for another group."""
+        from odradek.tools.common import ToolError
+        from odradek.tools.share_groups import describe_share_group
+
+        try:
+            share = describe_share_group(self.base["bootstrap.servers"], self.base, group, TIMEOUT_S)
+        except ToolError as exc:
+            log.debug("share group %s not described: %s", group, exc)
+            return None
+        if share is None:
+            return None
+        partitions = [{"topic": t, "partition": p, "start_offset": part.start_offset, "lag": part.lag,
+                       "member": ", ".join(share.owners((t, p))) or None}
+                      for (t, p), part in share.partitions.items()]
+        return {"group": group, "type": "share", "state": share.state, "assignor": share.assignor,
+                "coordinator": share.coordinator,
+                "members": [{"member_id": m.member_id, "instance_id": None, "client_id": m.client_id,
+                             "host": m.host, "assignment": [{"topic": t, "partition": p} for t, p in m.assignment]}
+                            for m in share.members],
+                "partitions": partitions, "lag": sum(p["lag"] or 0 for p in partitions)}
 
     def committed(self, group: str) -> dict[tuple[str, int], int]:
         from odradek.tools.groups import committed_offsets
@@ -342,6 +385,10 @@ class Kafka:
     def group(self, group: str) -> dict:
         from odradek.tools.groups import group_state
 
+        share = self.share_group(group)
+        if share is not None:
+            return share
+
         with _tool_errors():
             state = group_state(self.admin, group, TIMEOUT_S)
         desc, owner = state.description, state.owner
@@ -356,7 +403,7 @@ class Kafka:
         return {"group": desc.group_id, "state": _enum_name(desc.state),
                 "assignor": desc.partition_assignor or None,
                 "coordinator": f"{coordinator.id} ({coordinator.host}:{coordinator.port})" if coordinator else None,
-                "members": members, "partitions": partitions,
+                "members": members, "partitions": partitions, "type": "consumer",
                 "lag": sum(p["lag"] or 0 for p in partitions)}
 
     def reset_offsets(self, group: str, topic: str | None, to: str, offset: int | None = None) -> list[dict]:
@@ -433,7 +480,8 @@ class Sampler:
                 if off >= 0:
                     ends[topic] = ends.get(topic, 0) + off
             self._push(self.throughput, (now, ends))
-            seen = {g["group"] for g in self.kafka.groups()}
+            # share groups commit no offsets: their lag is not sampled
+            seen = {g["group"] for g in self.kafka.groups() if g["type"] != "share"}
             for name, committed in self.kafka.committed_of(sorted(seen)).items():
                 missing = [tp for tp in committed if tp not in high]
                 if missing:

@@ -12,6 +12,13 @@ Each takes --bootstrap, --command-config (client properties for librdkafka: a se
 and --timeout; list and describe take --output json. An execution over many partitions shows a progress
 bar on a terminal.
 
+Share groups (KIP-932) are listed too, with type `share`, and `describe` shows their members and, per
+partition, the share-partition start offset and the lag (records not finished yet), as Kafka's
+kafka-share-groups.sh does. confluent-kafka has no share-group calls, so those requests go through the tools'
+own client (tools/wire.py, tools/share_groups.py), which speaks PLAINTEXT, SSL and SASL PLAIN/SCRAM; with
+another SASL mechanism share groups are left out of `list`, with a note on stderr. `delete` deletes a share
+group (without members) with its delivery state.
+
 `reset-offsets` prints the plan and changes nothing unless `--execute` is given; like Kafka's tool it
 requires the group to have no active members (the broker refuses the commit otherwise). Offsets given
 with --to-offset are clamped to each partition's [log start, log end].
@@ -24,8 +31,8 @@ import sys
 from dataclasses import dataclass
 from typing import Any
 
-from odradek.tools.common import ToolError, admin_client, connection_options, emit, list_offsets, progress, result, \
-    run_command, table, topic_partitions
+from odradek.tools.common import ToolError, admin_client, client_config, connection_options, emit, list_offsets, \
+    progress, result, run_command, table, topic_partitions
 
 # partitions committed per AlterConsumerGroupOffsets request when a progress bar shows (one request otherwise)
 RESET_BATCH = 100
@@ -35,12 +42,13 @@ PROGRESS_FROM = 2 * RESET_BATCH
 def add_parser(sub: Any) -> None:
     common = connection_options()
     shown = connection_options(output=True)
-    groups = sub.add_parser("groups", help="list, describe, delete consumer groups; reset their offsets")
+    groups = sub.add_parser("groups", help="list, describe, delete consumer and share groups; reset offsets")
     actions = groups.add_subparsers(dest="action", required=True)
-    actions.add_parser("list", parents=[shown], help="list consumer groups")
+    actions.add_parser("list", parents=[shown], help="list consumer and share groups")
     describe = actions.add_parser("describe", parents=[shown], help="members, assignments, offsets and lag")
     describe.add_argument("group")
-    delete = actions.add_parser("delete", parents=[common], help="delete an empty group and its offsets")
+    delete = actions.add_parser("delete", parents=[common],
+                                help="delete an empty group and its offsets (a share group: its delivery state)")
     delete.add_argument("group")
     reset = actions.add_parser("reset-offsets", parents=[common], help="move a group's committed offsets")
     reset.add_argument("group")
@@ -66,11 +74,13 @@ def cmd_list(args: argparse.Namespace) -> int:
     from odradek.tools.common import metadata
 
     admin = admin_client(args)  # keep a reference: a destroyed client fails its futures
-    metadata(admin, args)  # an unreachable cluster: a clear error within --timeout
+    md = metadata(admin, args)  # an unreachable cluster: a clear error within --timeout
     listed = result(admin.list_consumer_groups(request_timeout=args.timeout), "list groups", args.timeout)
-    data = [{"group": g.group_id, "state": str(g.state).rsplit(".", 1)[-1],
-             "type": "consumer" if g.is_simple_consumer_group is False else "simple"}
-            for g in sorted(listed.valid, key=lambda g: g.group_id)]
+    found = {g.group_id: {"group": g.group_id, "state": str(g.state).rsplit(".", 1)[-1],
+                          "type": "consumer" if g.is_simple_consumer_group is False else "simple"}
+             for g in listed.valid}
+    found.update({row["group"]: row for row in _share_groups(args, md)})
+    data = [found[group] for group in sorted(found)]
     return emit(args, data, lambda con: con.print(table(["GROUP", "STATE", "TYPE"],
                                                         [list(d.values()) for d in data])))
 
@@ -131,9 +141,45 @@ def group_state(admin: Any, group: str, timeout: float) -> GroupState:
     return state
 
 
+def _share_groups(args: argparse.Namespace, md: Any) -> list[dict[str, str]]:
+    """The rows of `list` for the share groups of every broker of `md`; none, with a note on stderr, when the
+    connection settings need what the tools' own client lacks."""
+    from odradek.tools.share_groups import SHARE_TYPE, list_share_groups
+    from odradek.tools.wire import Unsupported
+
+    brokers = sorted((b.host, b.port) for b in md.brokers.values())
+    try:
+        listed = list_share_groups(brokers, client_config(args), args.timeout)
+    except Unsupported as exc:
+        print(f"odradek groups: share groups not listed: {exc}", file=sys.stderr)
+        return []
+    return [{"group": group, "state": state, "type": SHARE_TYPE} for group, state in listed.items()]
+
+
+def _share_description(args: argparse.Namespace) -> tuple[Any, Exception | None]:
+    """(the ShareGroupState of args.group, None) if it is a share group, (None, None) if it is not, and
+    (None, the reason) when the tools' own client cannot tell with these connection settings."""
+    from odradek.tools.share_groups import describe_share_group
+    from odradek.tools.wire import Unsupported
+
+    config = client_config(args)
+    try:
+        return describe_share_group(config["bootstrap.servers"], config, args.group, args.timeout), None
+    except Unsupported as exc:
+        return None, exc
+
+
 def cmd_describe(args: argparse.Namespace) -> int:
+    # asked first: a share group is what ShareGroupDescribe knows, the others it answers "not found"
+    share, unsupported = _share_description(args)
+    if share is not None:
+        return _describe_share(args, share)
     state = group_state(admin_client(args), args.group, args.timeout)
     desc = state.description
+    if unsupported is not None and not desc.members:
+        # a share group looks like a dead classic group to the consumer-group APIs: say why it may be one
+        print(f"odradek groups: {args.group} may be a share group, which cannot be described here: {unsupported}",
+              file=sys.stderr)
     members = [{"member": m.member_id, "instance": m.group_instance_id, "client": m.client_id, "host": m.host,
                 "assignment": [f"{t}:{p}" for t, p in state.assignments[m.member_id]]} for m in desc.members]
     owner = state.owner
@@ -157,6 +203,31 @@ def cmd_describe(args: argparse.Namespace) -> int:
     return emit(args, data, render)
 
 
+def _describe_share(args: argparse.Namespace, share: Any) -> int:
+    """`describe` of a share group: its members, and per partition the start offset and the lag."""
+    from odradek.tools.share_groups import SHARE_TYPE
+
+    members = [{"member": m.member_id, "client": m.client_id, "host": m.host, "member_epoch": m.member_epoch,
+                "subscribed": m.subscribed, "assignment": [f"{t}:{p}" for t, p in m.assignment]}
+               for m in share.members]
+    offsets = [{"topic": t, "partition": p, "start_offset": part.start_offset, "lag": part.lag,
+                "error": part.error} for (t, p), part in share.partitions.items()]
+    data = {"group": share.group, "type": SHARE_TYPE, "state": share.state, "assignor": share.assignor,
+            "coordinator": share.coordinator, "group_epoch": share.group_epoch, "members": members,
+            "offsets": offsets}
+
+    def render(con: Any) -> None:
+        con.print(f"group {share.group}  type {SHARE_TYPE}  state {share.state}  assignor {share.assignor or '-'}  "
+                  f"coordinator {share.coordinator}  epoch {share.group_epoch}\n", soft_wrap=True)
+        con.print(table(["MEMBER", "CLIENT", "HOST", "ASSIGNMENT"],
+                        [[m["member"], m["client"], m["host"], ",".join(m["assignment"]) or "-"] for m in members]))
+        con.print()
+        con.print(table(["TOPIC", "PARTITION", "START-OFFSET", "LAG"],
+                        [[o["topic"], o["partition"], o["start_offset"], o["lag"] if o["error"] is None
+                          else o["error"]] for o in offsets], right=("PARTITION", "START-OFFSET", "LAG")))
+    return emit(args, data, render)
+
+
 def _tp(topic: str, partition: int, offset: int | None = None):
     from confluent_kafka import TopicPartition
 
@@ -171,6 +242,15 @@ def cmd_delete(args: argparse.Namespace) -> int:
     return 0
 
 
+def _refuse_share_group(args: argparse.Namespace) -> None:
+    """ToolError if the group is a share group: committing consumer offsets under its name would not move its
+    start offsets (that is AlterShareGroupOffsets, which this command does not send)."""
+    share, _ = _share_description(args)  # when it cannot tell, the broker decides
+    if share is not None:
+        raise ToolError(f"{args.group} is a share group: reset-offsets moves consumer groups' committed offsets "
+                        "only, not a share group's start offsets")
+
+
 def cmd_reset(args: argparse.Namespace) -> int:
     from confluent_kafka import ConsumerGroupTopicPartitions
 
@@ -178,6 +258,7 @@ def cmd_reset(args: argparse.Namespace) -> int:
 
     admin = admin_client(args)
     partitions = topic_partitions(admin, args, args.topic)
+    _refuse_share_group(args)
     committed = committed_offsets(admin, args.group, args.timeout)
     plan = []
     for p, (low, high) in sorted(topic_offsets(admin, args, args.topic, partitions).items()):

@@ -423,9 +423,10 @@ async function groupsList() {
     try { rows = await api("/groups"); } catch (e) { root.replaceChildren(errorBox(e)); return; }
     root.replaceChildren(
       h("div", { class: "page-head" }, h("div", {}, h("h1", {}, "Consumer groups"), h("span", { class: "muted" }, `${rows.length} groups`))),
-      h("div", { class: "panel" }, table(["Group", "State", { label: "Lag", cls: "num" }, "Lag over time"],
+      h("div", { class: "panel" }, table(["Group", "Type", "State", { label: "Lag", cls: "num" }, "Lag over time"],
         rows.map((g) => h("tr", { testid: "group-row" }, h("td", {}, h("a", { href: `#/groups/${enc(g.group)}` }, g.group)),
-          h("td", {}, stateBadge(g.state)), h("td", { class: "num" }, num(g.lag)), h("td", {}, sparkline(g.lag_history)))),
+          h("td", { testid: "group-type" }, g.type), h("td", {}, stateBadge(g.state)), h("td", { class: "num" }, num(g.lag)),
+          h("td", {}, sparkline(g.lag_history)))),
         { testid: "groups", empty: "No consumer groups." })));
   };
   await draw();
@@ -464,6 +465,7 @@ async function groupPage(name) {
   const draw = async () => {
     let d;
     try { d = await api(`/groups/${enc(name)}`); } catch (e) { body.replaceChildren(errorBox(e)); return; }
+    if (d.type === "share") { resetPanel.hidden = true; body.replaceChildren(...sharePage(d)); return; }
     const active = d.members.length > 0;
     resetForm.querySelector("button").disabled = active;
     resetPanel.querySelector("[data-testid=reset-note]").textContent = active
@@ -471,19 +473,11 @@ async function groupPage(name) {
       : "The group has no members: its offsets can be reset.";
     const hist = d.lag_history;
     body.replaceChildren(
-      h("div", { class: "cards" },
-        h("div", { class: "card" }, h("div", { class: "label" }, "State"), h("div", { class: "value" }, stateBadge(d.state))),
-        h("div", { class: "card" }, h("div", { class: "label" }, "Members"), h("div", { class: "value", testid: "members-count" }, d.members.length)),
-        h("div", { class: "card" }, h("div", { class: "label" }, "Total lag"), h("div", { class: "value", testid: "group-lag" }, num(d.lag))),
-        h("div", { class: "card" }, h("div", { class: "label" }, "Coordinator"), h("div", { class: "mono" }, d.coordinator || "–"),
-          h("div", { class: "muted" }, `assignor ${d.assignor || "–"}`))),
+      groupCards(d, `assignor ${d.assignor || "–"}`),
       h("div", { class: "grid2" },
         h("div", { class: "panel" }, h("h2", {}, "Lag over time"), chart([{ name: "total", points: hist.total }], "lag-chart"),
           h("div", { class: "status-line" }, `sampled every ${d.sample_interval} s`)),
-        h("div", { class: "panel" }, h("h2", {}, "Members"), table(["Member", "Client", "Host", "Assignment"],
-          d.members.map((m) => h("tr", { testid: "member-row" }, h("td", { class: "mono" }, m.member_id), h("td", {}, m.client_id),
-            h("td", { class: "mono" }, m.host), h("td", { class: "mono" }, m.assignment.map((a) => `${a.topic}:${a.partition}`).join(", ") || "–"))),
-          { testid: "members", empty: "No active members." }))),
+        membersPanel(d)),
       h("div", { class: "panel" }, h("h2", {}, "Partitions"), table(["Topic", "Partition", { label: "Committed", cls: "num" },
         { label: "End", cls: "num" }, { label: "Lag", cls: "num" }, "Lag over time", "Member"],
       d.partitions.map((p) => h("tr", { testid: "group-partition-row" },
@@ -495,6 +489,37 @@ async function groupPage(name) {
   };
   await draw();
   every(2000, draw);
+}
+
+// The cards at the top of a group's page (consumer or share group): `note` goes under the coordinator.
+function groupCards(d, note) {
+  return h("div", { class: "cards" },
+    h("div", { class: "card" }, h("div", { class: "label" }, "State"), h("div", { class: "value" }, stateBadge(d.state))),
+    h("div", { class: "card" }, h("div", { class: "label" }, "Members"), h("div", { class: "value", testid: "members-count" }, d.members.length)),
+    h("div", { class: "card" }, h("div", { class: "label" }, "Total lag"), h("div", { class: "value", testid: "group-lag" }, num(d.lag))),
+    h("div", { class: "card" }, h("div", { class: "label" }, "Coordinator"), h("div", { class: "mono" }, d.coordinator || "–"),
+      h("div", { class: "muted" }, note)));
+}
+
+function membersPanel(d) {
+  return h("div", { class: "panel" }, h("h2", {}, "Members"), table(["Member", "Client", "Host", "Assignment"],
+    d.members.map((m) => h("tr", { testid: "member-row" }, h("td", { class: "mono" }, m.member_id), h("td", {}, m.client_id),
+      h("td", { class: "mono" }, m.host), h("td", { class: "mono" }, m.assignment.map((a) => `${a.topic}:${a.partition}`).join(", ") || "–"))),
+    { testid: "members", empty: "No active members." }));
+}
+
+// A share group (KIP-932) commits no offsets: per partition it has a start offset (everything below is
+// acknowledged or archived) and a lag (records not finished yet), and members share partitions.
+function sharePage(d) {
+  return [
+    groupCards(d, `share group, assignor ${d.assignor || "–"}`),
+    membersPanel(d),
+    h("div", { class: "panel" }, h("h2", {}, "Partitions"), table(["Topic", "Partition", { label: "Start offset", cls: "num" },
+      { label: "Lag", cls: "num" }, "Members"],
+    d.partitions.map((p) => h("tr", { testid: "group-partition-row" },
+      h("td", {}, h("a", { href: `#/topics/${enc(p.topic)}` }, p.topic)), h("td", {}, p.partition),
+      h("td", { class: "num", testid: "start-offset" }, num(p.start_offset)), h("td", { class: "num", testid: "lag" }, num(p.lag)),
+      h("td", { class: "mono" }, p.member || "–"))), { testid: "group-partitions", empty: "No share state yet." }))];
 }
 
 async function producePage() {
