@@ -54,7 +54,10 @@ TopicPartition = tuple[str, int]
 # Not counted against client quotas, as in Kafka: the SASL exchange and what brokers send each other
 QUOTA_EXEMPT = frozenset({ApiKey.API_VERSIONS, ApiKey.SASL_HANDSHAKE, ApiKey.SASL_AUTHENTICATE,
                           ApiKey.LEADER_AND_ISR, ApiKey.STOP_REPLICA, ApiKey.UPDATE_METADATA,
-                          ApiKey.CONTROLLED_SHUTDOWN, ApiKey.WRITE_TXN_MARKERS})
+                          ApiKey.CONTROLLED_SHUTDOWN, ApiKey.WRITE_TXN_MARKERS,
+                          ApiKey.INITIALIZE_SHARE_GROUP_STATE, ApiKey.READ_SHARE_GROUP_STATE,
+                          ApiKey.WRITE_SHARE_GROUP_STATE, ApiKey.DELETE_SHARE_GROUP_STATE,
+                          ApiKey.READ_SHARE_GROUP_STATE_SUMMARY})
 
 
 @dataclass
@@ -167,6 +170,11 @@ class Broker:
         coordinator = Coordinator(self.config, partitions, lambda p: self.replicas.partition(OFFSETS_TOPIC, p),
                                   self.metadata.has_partition, metadata=self.metadata, share_state=share_state)
         coordinator.share_groups.wake = self.notify_append  # records released: parked ShareFetches look again
+        if self.config.get("zookeeper.connect"):
+            from odradek.broker.share_persister import RemotePersister
+
+            # share-partition leaders reach each key's share coordinator wherever it is
+            coordinator.share_groups.persister = RemotePersister(self, coordinator.share_groups.persister)
         return coordinator
 
     def _build_txn_coordinator(self) -> TransactionCoordinator:
@@ -190,6 +198,11 @@ class Broker:
         elif topic == TXN_TOPIC:
             target = self.txn_coordinator
         else:
+            # a partition's share-group windows live with its leader: a leader that was away reads them
+            # again from the share coordinator
+            known = self.metadata.topic(topic)
+            if known is not None:
+                self.coordinator.share_groups.forget_partition(known.topic_id, partition)
             return
         if leader:
             target.load_partition(partition)
