@@ -282,6 +282,15 @@ class Broker:
             return None
         return self.metadata.leader_of(name, partition_for(key, topic.partitions))
 
+    def share_coordinator_node(self, key: str) -> BrokerInfo | None:
+        """The share coordinator of a share-partition key `group:topic-id:partition`: the leader of its
+        `__share_group_state` partition (created on the first ask, as the other internal topics)."""
+        topic = self.metadata.topic(SHARE_STATE_TOPIC)
+        if topic is None:
+            self.cluster.create_internal_topic(SHARE_STATE_TOPIC)
+            return None
+        return self.metadata.leader_of(SHARE_STATE_TOPIC, partition_for(key, topic.partitions))
+
     async def in_transaction(self, txn_id: str, producer_id: int, producer_epoch: int,
                              partitions: list[TopicPartition], add: bool) -> dict[TopicPartition, int]:
         """Ask the transaction's coordinator (here, or on its broker with AddPartitionsToTxn v5) whether each of

@@ -1,10 +1,11 @@
 """RemotePersister: a share-partition leader's way to the share coordinator of a key in a cluster.
 
 The share coordinator of `group:topic-id:partition` is the leader of the `__share_group_state` partition the
-key hashes to (coordinator/share_state.py), found in the metadata cache as FindCoordinator finds it. When that
-is this broker, the call goes to the local `ShareCoordinator` (coordinator/share_coordinator.py
-`LocalPersister`: no network hop); otherwise one inter-broker request is sent over the brokers' own client
-(cluster/broker_client.py), on one connection per coordinator kept for this purpose:
+key hashes to (coordinator/share_state.py), found in the metadata cache as FindCoordinator (key type 2,
+SHARE) finds it. When that is this broker, the call goes to the local `ShareCoordinator`
+(coordinator/share_coordinator.py `LocalPersister`: no network hop); otherwise one inter-broker request is
+sent over the brokers' own client (cluster/broker_client.py), on one connection per coordinator kept for this
+purpose:
 
     InitializeShareGroupState v0, ReadShareGroupState v0, WriteShareGroupState v0,
     DeleteShareGroupState v0, ReadShareGroupStateSummary v1 (with the delivery-complete count)
@@ -28,8 +29,7 @@ from typing import TYPE_CHECKING, Any, Awaitable, Callable
 
 from odradek.cluster.broker_client import BrokerUnavailable
 from odradek.coordinator.share_coordinator import RETRIABLE, LocalPersister, Run, StoredState
-from odradek.coordinator.share_state import SHARE_STATE_TOPIC, StateKey, key_text
-from odradek.coordinator.persistence import partition_for
+from odradek.coordinator.share_state import StateKey, key_text
 from odradek.protocol.api_keys import ApiKey
 from odradek.protocol.errors import ErrorCode
 
@@ -50,14 +50,9 @@ class RemotePersister:
         self._last: dict[StateKey, asyncio.Future] = {}  # the latest call on each key
 
     def coordinator_of(self, key: StateKey) -> int | None:
-        """The node id of ``key``'s share coordinator, None while there is none (the topic is created on
-        first use)."""
-        metadata = self.broker.metadata
-        topic = metadata.topic(SHARE_STATE_TOPIC)
-        if topic is None:
-            self.broker.cluster.create_internal_topic(SHARE_STATE_TOPIC)
-            return None
-        leader = metadata.leader_of(SHARE_STATE_TOPIC, partition_for(key_text(*key), topic.partitions))
+        """The node id of ``key``'s share coordinator (as FindCoordinator with key type SHARE finds it), None
+        while there is none."""
+        leader = self.broker.share_coordinator_node(key_text(*key))
         return leader.node_id if leader is not None else None
 
     # -- the interface -----------------------------------------------------------------------------------
