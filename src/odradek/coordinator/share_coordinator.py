@@ -123,7 +123,7 @@ class ShareCoordinator:
         self.log.loaded.discard(partition)
         for key in [k for k in self.states if self.log.partition_of(k) == partition]:
             del self.states[key]
-        self.log.forget(partition)
+        self.log.log.forget(partition)
 
     def keys_of(self, group_id: str) -> list[StateKey]:
         return sorted(k for k in self.states if k[0] == group_id)

@@ -505,6 +505,8 @@ class ShareGroupCoordinator:
             state_epoch = stored.state_epoch if stored is not None else 0
             self.epochs[key] = (state_epoch, leader_epoch)
             if stored is not None and stored.start != UNINITIALIZED:
+                log.info("share group %s: state of partition %d of topic %s read from the share coordinator "
+                         "(start %d, state epoch %d)", group_id, partition, topic_id.hex(), stored.start, state_epoch)
                 sp = self.partitions[key] = SharePartition.restore(
                     stored.start, stored.end, stored.runs, delivery_limit=self.config.delivery_limit,
                     max_in_flight=self.config.max_in_flight)

@@ -19,8 +19,10 @@ it (Broker.wait_for_append), for at most `max_wait_ms`.
 
 The first fetch of a (group, partition) on its leader reads the stored state from the share coordinator
 (coordinator/share_coordinator.py; another broker's: ReadShareGroupState). While that read is in flight the
-partition answers LEADER_NOT_AVAILABLE (retriable, as Kafka answers for a share partition still
-initializing) and the fetch parks; the answer wakes it. An acknowledgement whose state could not be stored
+partition has nothing to acquire and the fetch parks, as Kafka's delayed share fetch waits for a share
+partition to initialize; the answer wakes it (a failed read is tried again by the next fetch). Kafka answers
+LEADER_NOT_AVAILABLE to a fetch that finds the partition initializing, but librdkafka's share consumer
+treats that code as fatal, so odradek waits instead. An acknowledgement whose state could not be stored
 reports the share coordinator's error in `acknowledge_error_code`.
 
 Errors per partition: UNKNOWN_TOPIC_ID, TOPIC_AUTHORIZATION_FAILED, NOT_LEADER_OR_FOLLOWER (naming the
@@ -178,11 +180,11 @@ def _acquire(ctx: RequestContext, group_id: str, member_id: str, wanted: list[tu
         try:
             sp = coordinator.share_partition(group_id, topic_id, index, plog.log_start_offset, plog.high_watermark,
                                              lambda ts: first_at_or_after(plog, ts)[0], partition.leader_epoch)
-        except ShareError as exc:  # its state is still being read from the share coordinator
-            entry = entries.setdefault((topic_id, index), _entry(index))
-            entry["error_code"], entry["error_message"] = exc.error_code, exc.message
+        except ShareError:  # its state is still being read from the share coordinator: wait for it
             continue
         sp.move_start(plog.log_start_offset)
+        if sp.dirty:  # a new window (or the log start moved): stored at once, so a failover keeps its start
+            coordinator.store([key])
         start = sp.next_fetch_offset()
         upper = plog.last_stable_offset if read_committed else plog.high_watermark
         if start is None or start >= upper:
@@ -210,7 +212,6 @@ def _acquire(ctx: RequestContext, group_id: str, member_id: str, wanted: list[tu
         kept = [(pos, size) for pos, size, b in spans if b.last >= first and b.first <= last]
         records = data[kept[0][0]:kept[-1][0] + kept[-1][1]]
         entry = entries.get((topic_id, index)) or _entry(index)
-        entry["error_code"], entry["error_message"] = 0, None  # read by now, if it was initializing before
         entry["records"] = records
         entry["acquired_records"] = [{"first_offset": f, "last_offset": la, "delivery_count": c}
                                      for f, la, c in acquired]
