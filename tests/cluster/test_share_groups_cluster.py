@@ -22,9 +22,8 @@ from tests.interop.test_share_groups import (close_quietly, kill, member_output,
                                              share_consumer, start_member)
 
 STATE_PARTITIONS = 3
-# group configs live with the group coordinator, so the short lock is set on every broker instead
 SETTINGS = {**REPLICATED, "share.coordinator.state.topic.num.partitions": str(STATE_PARTITIONS),
-            "share.coordinator.state.topic.replication.factor": "3", "group.share.record.lock.duration.ms": "3000"}
+            "share.coordinator.state.topic.replication.factor": "3"}
 RECORDS, ACCEPT, RELEASE = 12, 4, 7  # the member accepts offsets 0-3, releases 4-6 and holds the rest
 
 
@@ -91,14 +90,27 @@ def prepared(cluster, topic: str) -> tuple[str, bytes, int, int]:
     raise AssertionError("every group's share coordinator is the partition's leader")
 
 
+def configure_group(cluster, group: str) -> None:
+    """Earliest and a 3 s record lock, set at the group's coordinator (the share-partition leader asks it)."""
+    def group_coordinator():
+        body = request(one_broker(cluster), ApiKey.FIND_COORDINATOR, 4, {"key_type": 0, "coordinator_keys": [group]})
+        found = body["coordinators"][0]
+        return found["node_id"] if found["error_code"] == 0 else None
+    node = wait_until(group_coordinator, timeout=30, interval=0.2, message="a group coordinator")
+    body = request(cluster.broker(node).bootstrap, ApiKey.INCREMENTAL_ALTER_CONFIGS, 1, {"validate_only": False,
+        "resources": [{"resource_type": 32, "resource_name": group, "configs": [
+            {"name": "share.auto.offset.reset", "config_operation": 0, "value": "earliest"},
+            {"name": "share.record.lock.duration.ms", "config_operation": 0, "value": "3000"}]}]})
+    assert body["responses"][0]["error_code"] == 0, body
+
+
 def held_by_member(cluster, topic: str, group: str, tid: bytes, coordinator: int) -> tuple[set[int], list]:
     """A member process that accepts, releases and holds records, then is killed -9: (accepted offsets,
-    what it held). The group starts at the end (`latest`: group configs live with the group coordinator), so
-    the records are produced once its window is stored."""
+    what it held)."""
+    configure_group(cluster, group)
+    produce(cluster.bootstrap, topic, RECORDS)
     member = start_member(cluster.bootstrap, topic, group, ACCEPT, RELEASE)
     try:
-        stored_start(cluster, coordinator, group, tid, 0)  # its first fetch opened the window at offset 0
-        produce(cluster.bootstrap, topic, RECORDS)
         held, accepted = member_output(member, 45)
     finally:
         kill(member)

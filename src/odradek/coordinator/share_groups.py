@@ -15,13 +15,16 @@ one), -1 closes it (releasing the member's records), any other epoch must be the
 (INVALID_SHARE_SESSION_EPOCH), on a session that exists (SHARE_SESSION_NOT_FOUND); each request moves it on.
 The session remembers the partitions named so far, less those forgotten.
 
-Delivery state: one `SharePartition` per (group, topic id, partition), created on the first fetch at the
-group's `share.auto.offset.reset` (latest: the high watermark; earliest: the log start; by_duration:D the
-first record with a timestamp at most D old, else the high watermark). Whenever it
-changes (acquisition of new records, acknowledgements, releases, expired locks) its snapshot is appended to
-the internal topic `__share_group_state` (share_state.py); the broker replays it when it loads that topic's
-partitions, so acknowledged records stay acknowledged and unfinished ones come back AVAILABLE (with their
-delivery counts) after a restart or kill -9. Acknowledgements are answered only once their state is durable.
+Delivery state: one `SharePartition` per (group, topic id, partition) led here, kept by this broker as the
+partition's leader. On first use it is read from the key's share coordinator through `persister`
+(share_coordinator.py: this broker's own, or another broker's in a cluster), or created at the group's
+`share.auto.offset.reset` when nothing is stored (latest: the high watermark; earliest: the log start;
+by_duration:D the first record with a timestamp at most D old, else the high watermark). Whenever it
+changes (a new window, acquisition of new records, acknowledgements, releases, expired locks) the whole
+window is written back, so acknowledged records stay acknowledged and unfinished ones come back AVAILABLE
+(with their delivery counts) after a restart, a kill -9 or a failover. Acknowledgements are answered only once
+their state is durable. When the partition's leadership moves, its windows are dropped here
+(`forget_partition`) and the new leader reads them.
 
 Group configs (DescribeConfigs/IncrementalAlterConfigs on GROUP resources) live here too, stored in the
 group's partition of `__consumer_offsets` (GroupConfigKey).
@@ -165,6 +168,21 @@ class ShareSession:
     partitions: set[TopicPartition] = field(default_factory=set)
 
 
+def _joined(futures: list[Future]) -> Future:
+    """A future done once all of ``futures`` are."""
+    joined: Future = Future()
+    remaining = [len(futures)]
+
+    def one_done(_: Future) -> None:
+        remaining[0] -= 1
+        if remaining[0] == 0:
+            joined.set_result(None)
+
+    for future in futures:
+        future.add_done_callback(one_done)
+    return joined
+
+
 class _AppendOnly:
     """A persister without a share coordinator (unit tests): writes go to an append function, reads find
     nothing stored."""
@@ -216,6 +234,10 @@ class ShareGroupCoordinator:
         self.owns: Callable[[str], bool] = lambda group_id: True
         self.groups: dict[str, ShareGroup] = {}
         self.group_configs: dict[str, dict[str, str]] = {}
+        # a cluster's share-partition leader takes the configs of a group coordinated elsewhere from its
+        # coordinator (a future of the configs set for the group, None when unknown), when it reads a state
+        self.fetch_configs: Callable[[str], Future] | None = None
+        self.remote_configs: dict[str, dict[str, str]] = {}
         self.partitions: dict[StateKey, SharePartition] = {}
         self.epochs: dict[StateKey, tuple[int, int]] = {}  # (state epoch, leader epoch) each window was read at
         self._loading: dict[StateKey, Future] = {}  # ReadShareGroupState in flight
@@ -226,7 +248,8 @@ class ShareGroupCoordinator:
     # ----------------------------------------------------------------------------------------- configs
 
     def group_config(self, group_id: str, name: str) -> str:
-        value = self.group_configs.get(group_id, {}).get(name)
+        configs = self.group_configs if self.owns(group_id) else self.remote_configs
+        value = configs.get(group_id, {}).get(name)
         return value if value is not None else self.config.defaults.get(name, "")
 
     def lock_duration_ms(self, group_id: str) -> int:
@@ -474,17 +497,23 @@ class ShareGroupCoordinator:
         if key in self._loading:
             raise ShareError(ErrorCode.LEADER_NOT_AVAILABLE, "The share partition is initializing.")
         future = self.persister.read(key, leader_epoch)
-        if future.done():
+        configs = None
+        if self.fetch_configs is not None and not self.owns(key[0]):
+            configs = self.fetch_configs(key[0])  # e.g. its share.auto.offset.reset, for a window it opens
+        if future.done() and configs is None:
             return future.result()
-        self._loading[key] = future
+        both = _joined([future] if configs is None else [future, configs])
+        self._loading[key] = both
 
         def landed(f: Future) -> None:
             if self._loading.get(key) is f:  # else the partition moved away meanwhile
                 del self._loading[key]
-                self._read[key] = f.result()
+                if configs is not None and configs.result() is not None:
+                    self.remote_configs[key[0]] = configs.result()
+                self._read[key] = future.result()
                 self._wake(key)
 
-        future.add_done_callback(landed)
+        both.add_done_callback(landed)
         raise ShareError(ErrorCode.LEADER_NOT_AVAILABLE, "The share partition is initializing.")
 
     def share_partition(self, group_id: str, topic_id: bytes, partition: int, log_start: int,

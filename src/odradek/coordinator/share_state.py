@@ -9,9 +9,10 @@ snapshots that bound replay). One record per (group, topic id, partition): Share
 `group:topic-id:partition` (Kafka's share-partition key, the topic id in base64url) modulo the topic's partition
 count, `share.coordinator.state.topic.num.partitions` (odradek's default 1, as for `__transaction_state`).
 
-The topic is created when the first state is written, so a broker whose clients never use share groups has
-none. On a single node the creation makes this broker the leader of its partitions at once, which loads them
-(nothing to read yet); on every later start the broker replays the partitions it leads (`replay`).
+The topic is created when the first state is read or written, so a broker whose clients never use share
+groups has none. On a single node the creation makes this broker the leader of its partitions at once, which
+loads them (nothing to read yet); on every later start, and in a cluster whenever a broker becomes the leader
+of one of its partitions, the share coordinator (share_coordinator.py) replays it (`replay`).
 
 Not thread-safe; owned by the event loop.
 """
