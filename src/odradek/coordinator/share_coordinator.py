@@ -185,7 +185,9 @@ class ShareCoordinator:
         if state is not None:
             if leader_epoch < state.leader_epoch:
                 return _done((ErrorCode.FENCED_LEADER_EPOCH, None))
-            state.leader_epoch = leader_epoch
+            if leader_epoch > state.leader_epoch:
+                state.leader_epoch = leader_epoch
+                self._store(key, state)  # so the fence outlives a failover of this coordinator
         return _done((ErrorCode.NONE, state))
 
     def summary(self, key: StateKey) -> Future:

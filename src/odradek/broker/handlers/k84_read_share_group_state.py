@@ -6,7 +6,6 @@ offset -1, and the leader starts at the group's `share.auto.offset.reset`. A rea
 above the stored one records it, so writes of an older leader are refused (FENCED_LEADER_EPOCH); a read
 with an older one is refused the same way. Errors per partition: NOT_COORDINATOR,
 COORDINATOR_LOAD_IN_PROGRESS, CLUSTER_AUTHORIZATION_FAILED (not a broker).
-Gaps: the recorded leader epoch is not stored until the next write.
 """
 
 from odradek.broker.core import RequestContext
