@@ -308,7 +308,15 @@ FROM_JAR = ("ConsumerGroupHeartbeatRequest", "ConsumerGroupHeartbeatResponse",
             "ShareGroupDescribeRequest", "ShareGroupDescribeResponse",
             "ShareFetchRequest", "ShareFetchResponse",
             "ShareAcknowledgeRequest", "ShareAcknowledgeResponse",
-            "DescribeShareGroupOffsetsRequest", "DescribeShareGroupOffsetsResponse")
+            "DescribeShareGroupOffsetsRequest", "DescribeShareGroupOffsetsResponse",
+            # the share coordinator's inter-broker APIs (3.9's v0 differs: no leader epoch in the summary)
+            "InitializeShareGroupStateRequest", "InitializeShareGroupStateResponse",
+            "ReadShareGroupStateRequest", "ReadShareGroupStateResponse",
+            "WriteShareGroupStateRequest", "WriteShareGroupStateResponse",
+            "DeleteShareGroupStateRequest", "DeleteShareGroupStateResponse",
+            "ReadShareGroupStateSummaryRequest", "ReadShareGroupStateSummaryResponse",
+            "AlterShareGroupOffsetsRequest", "AlterShareGroupOffsetsResponse",
+            "DeleteShareGroupOffsetsRequest", "DeleteShareGroupOffsetsResponse")
 
 
 def build(src, jar=None):

@@ -92,9 +92,12 @@ def close_quietly(consumer: ShareConsumer) -> None:
         pass
 
 
-def start_member(bootstrap: str, topic: str, group: str, accept: int) -> subprocess.Popen:
+def start_member(bootstrap: str, topic: str, group: str, accept: int, release: int | None = None
+                 ) -> subprocess.Popen:
+    """share_member.py: accepts offsets below ``accept``, releases those below ``release``, holds the rest."""
     env = dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path))
-    return subprocess.Popen([sys.executable, str(MEMBER_SCRIPT), bootstrap, topic, group, str(accept)],
+    extra = [] if release is None else [str(release)]
+    return subprocess.Popen([sys.executable, str(MEMBER_SCRIPT), bootstrap, topic, group, str(accept), *extra],
                             stdout=subprocess.PIPE, text=True, env=env)
 
 

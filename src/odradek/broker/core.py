@@ -51,10 +51,14 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 TopicPartition = tuple[str, int]
+GROUP_RESOURCE, GROUP_CONFIG_SOURCE = 32, 8  # DescribeConfigs: the GROUP resource type, a value set for a group
 # Not counted against client quotas, as in Kafka: the SASL exchange and what brokers send each other
 QUOTA_EXEMPT = frozenset({ApiKey.API_VERSIONS, ApiKey.SASL_HANDSHAKE, ApiKey.SASL_AUTHENTICATE,
                           ApiKey.LEADER_AND_ISR, ApiKey.STOP_REPLICA, ApiKey.UPDATE_METADATA,
-                          ApiKey.CONTROLLED_SHUTDOWN, ApiKey.WRITE_TXN_MARKERS})
+                          ApiKey.CONTROLLED_SHUTDOWN, ApiKey.WRITE_TXN_MARKERS,
+                          ApiKey.INITIALIZE_SHARE_GROUP_STATE, ApiKey.READ_SHARE_GROUP_STATE,
+                          ApiKey.WRITE_SHARE_GROUP_STATE, ApiKey.DELETE_SHARE_GROUP_STATE,
+                          ApiKey.READ_SHARE_GROUP_STATE_SUMMARY})
 
 
 @dataclass
@@ -167,6 +171,12 @@ class Broker:
         coordinator = Coordinator(self.config, partitions, lambda p: self.replicas.partition(OFFSETS_TOPIC, p),
                                   self.metadata.has_partition, metadata=self.metadata, share_state=share_state)
         coordinator.share_groups.wake = self.notify_append  # records released: parked ShareFetches look again
+        if self.config.get("zookeeper.connect"):
+            from odradek.broker.share_persister import RemotePersister
+
+            # share-partition leaders reach each key's share coordinator wherever it is
+            coordinator.share_groups.persister = RemotePersister(self, coordinator.share_groups.persister)
+            coordinator.share_groups.fetch_configs = self._fetch_group_configs
         return coordinator
 
     def _build_txn_coordinator(self) -> TransactionCoordinator:
@@ -190,6 +200,11 @@ class Broker:
         elif topic == TXN_TOPIC:
             target = self.txn_coordinator
         else:
+            # a partition's share-group windows live with its leader: a leader that was away reads them
+            # again from the share coordinator
+            known = self.metadata.topic(topic)
+            if known is not None:
+                self.coordinator.share_groups.forget_partition(known.topic_id, partition)
             return
         if leader:
             target.load_partition(partition)
@@ -268,6 +283,40 @@ class Broker:
             self.cluster.create_internal_topic(name)
             return None
         return self.metadata.leader_of(name, partition_for(key, topic.partitions))
+
+    def _fetch_group_configs(self, group_id: str) -> Future:
+        """A future of the configs set for a group, asked of its coordinator (DescribeConfigs on the GROUP
+        resource; None when it cannot say): a share-partition leader elsewhere needs them."""
+        result: Future = Future()
+        task = asyncio.ensure_future(self._group_configs_at_coordinator(group_id))
+        task.add_done_callback(lambda t: result.set_result(
+            None if t.cancelled() or t.exception() is not None else t.result()))
+        return result
+
+    async def _group_configs_at_coordinator(self, group_id: str) -> dict[str, str] | None:
+        node = self.coordinator_node(False, group_id)
+        client = self.cluster.client_for(node.node_id, "group-configs") if node is not None else None
+        if client is None:
+            return None
+        try:
+            response = await client.request(ApiKey.DESCRIBE_CONFIGS, 4, {"resources": [
+                {"resource_type": GROUP_RESOURCE, "resource_name": group_id, "configuration_keys": None}],
+                "include_synonyms": False, "include_documentation": False}, timeout_s=10.0)
+        except ConnectionError:
+            return None
+        (result,) = response["results"]
+        if result["error_code"]:
+            return None
+        return {c["name"]: c["value"] for c in result["configs"] if c["config_source"] == GROUP_CONFIG_SOURCE}
+
+    def share_coordinator_node(self, key: str) -> BrokerInfo | None:
+        """The share coordinator of a share-partition key `group:topic-id:partition`: the leader of its
+        `__share_group_state` partition (created on the first ask, as the other internal topics)."""
+        topic = self.metadata.topic(SHARE_STATE_TOPIC)
+        if topic is None:
+            self.cluster.create_internal_topic(SHARE_STATE_TOPIC)
+            return None
+        return self.metadata.leader_of(SHARE_STATE_TOPIC, partition_for(key, topic.partitions))
 
     async def in_transaction(self, txn_id: str, producer_id: int, producer_epoch: int,
                              partitions: list[TopicPartition], add: bool) -> dict[TopicPartition, int]:

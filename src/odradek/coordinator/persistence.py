@@ -40,6 +40,8 @@ Values (a null value is a tombstone: the key was deleted)::
                           expired locks and a new window)
                           version int16 = 0, start_offset int64, end_offset int64,
                           runs [first_offset int64, last_offset int64, state int8, delivery_count int16]
+    ShareStateValue v1    (written since the share coordinator, share_coordinator.py) version int16 = 1,
+                          state_epoch int32, leader_epoch int32, then as v0
     GroupConfigValue v0   version int16 = 0, configs [name string, value string]   (a group's dynamic configs)
 
 A group's records go to partition `abs(java_string_hash(group)) % partitions`, as in Kafka.
@@ -339,18 +341,21 @@ def share_state_key(group: str, topic_id: bytes, partition: int) -> bytes:
     return bytes(_Writer().i16(SHARE_STATE_KEY_VERSION).string(group).raw(topic_id).i32(partition).buf)
 
 
-def encode_share_state_value(start: int, end: int, runs: list[tuple[int, int, int, int]]) -> bytes:
-    w = _Writer().i16(0).i64(start).i64(end).i32(len(runs))
+def encode_share_state_value(start: int, end: int, runs: list[tuple[int, int, int, int]], state_epoch: int = 0,
+                             leader_epoch: int = -1) -> bytes:
+    w = _Writer().i16(1).i32(state_epoch).i32(leader_epoch).i64(start).i64(end).i32(len(runs))
     for first, last, state, count in runs:
         w.i64(first).i64(last).i8(state).i16(count)
     return bytes(w.buf)
 
 
-def decode_share_state_value(raw: bytes) -> tuple[int, int, list[tuple[int, int, int, int]]]:
+def decode_share_state_value(raw: bytes) -> tuple[int, int, list[tuple[int, int, int, int]], int, int]:
+    """(start, end, runs, state epoch, leader epoch); v0 (no epochs) reads as state epoch 0, leader epoch -1."""
     r = _Reader(raw)
-    r.i16()
+    version = r.i16()
+    state_epoch, leader_epoch = (r.i32(), r.i32()) if version >= 1 else (0, -1)
     start, end = r.i64(), r.i64()
-    return start, end, [(r.i64(), r.i64(), r.i8(), r.i16()) for _ in range(r.i32())]
+    return start, end, [(r.i64(), r.i64(), r.i8(), r.i16()) for _ in range(r.i32())], state_epoch, leader_epoch
 
 
 def group_config_key(group: str) -> bytes:
@@ -443,6 +448,11 @@ class OffsetsTopicLog:
         if replica is None or not replica.is_leader:
             raise NotLeaderError(f"partition {partition} of the internal topic is not led here")
         return replica
+
+    def leader_or_none(self, partition: int) -> "Partition | None":
+        """The local replica of ``partition`` when it is led here."""
+        replica = self._get_partition(partition)
+        return replica if replica is not None and replica.is_leader else None
 
     def _append(self, partition: int, records: list[tuple[bytes, bytes | None]]) -> Future:
         replica = self.leader(partition)

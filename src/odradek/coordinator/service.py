@@ -42,7 +42,8 @@ from odradek.coordinator.persistence import (
     encode_offset_value,
     offset_key,
 )
-from odradek.coordinator.share_groups import GROUP_CONFIGS, ShareGroupConfig, ShareGroupCoordinator
+from odradek.coordinator.share_coordinator import LocalPersister, ShareCoordinator
+from odradek.coordinator.share_groups import GROUP_CONFIGS, ShareGroupConfig, ShareGroupCoordinator, ShareGroup
 from odradek.coordinator.share_state import SHARE_STATE_TOPIC, ShareStateLog
 from odradek.coordinator.timers import AsyncioScheduler, Scheduler
 from odradek.cluster.partition import ReplicationError
@@ -73,6 +74,9 @@ class Coordinator:
         self.log = OffsetsTopicLog(partitions, get_partition, self.scheduler.now_ms)
         # without a broker's topic (unit tests) share-group state has nowhere to go: writes fail, are logged
         self.share_state = share_state or ShareStateLog(1, lambda p: None, self.scheduler.now_ms, lambda: None)
+        # the share coordinator of the __share_group_state partitions led here; the share-partition leader
+        # reaches it through a persister (a cluster swaps in broker/share_persister.py's RemotePersister)
+        self.share_coordinator = ShareCoordinator(self.share_state)
         self.store = OffsetStore()
         group_config = GroupConfig(
             min_session_timeout_ms=config.int("group.min.session.timeout.ms"),
@@ -102,7 +106,8 @@ class Coordinator:
             # a default naming a broker property ("group.…") takes that property's value
             defaults={name: str(config.get(default)) if default.startswith("group.") else default
                       for name, (_, default, _) in GROUP_CONFIGS.items()},
-        ), self.scheduler, self.log.append, self.share_state.append, metadata)
+        ), self.scheduler, self.log.append, LocalPersister(self.share_coordinator), metadata)
+        self.share_groups.owns = self.owns
         self.consumer_groups.group_config = self.share_groups.group_config
         self.offsets = OffsetManager(self.groups, self.store, self.log.append, partition_exists,
                                      config.int("offset.metadata.max.bytes"),
@@ -172,6 +177,9 @@ class Coordinator:
             self.store.put(group_id, (topic, p), value)
         for group_id, configs in group_configs.items():
             self.share_groups.restore_configs(group_id, configs)
+        for group_id, _, _ in self.share_coordinator.states:  # groups with stored state, coordinated here
+            if self.log.partition_for(group_id) == partition:
+                self.share_groups.groups.setdefault(group_id, ShareGroup(group_id))
         for producer_id, txn_offsets in pending.items():
             self.pending_txn.setdefault(producer_id, {}).update(
                 {k: v for k, v in txn_offsets.items() if v is not None})
@@ -199,22 +207,18 @@ class Coordinator:
                 len(doomed))
 
     def load_share_state(self, partition: int) -> None:
-        """This broker now leads ``partition`` of `__share_group_state`: restore the delivery states there."""
-        states = dict(self.share_state.replay(partition))  # the last state of each key wins
-        count = 0
-        for (group_id, topic_id, p), state in states.items():
-            if state is not None:
-                self.share_groups.restore_state(group_id, topic_id, p, state)
-                count += 1
-        self.share_state.loaded.add(partition)
+        """This broker now leads ``partition`` of `__share_group_state`: as share coordinator it replays the
+        states there (requests for them answer COORDINATOR_LOAD_IN_PROGRESS until then)."""
+        count = self.share_coordinator.load(partition)
+        for group_id, _, _ in self.share_coordinator.states:  # groups with stored state, coordinated here
+            if self.owns(group_id):
+                self.share_groups.groups.setdefault(group_id, ShareGroup(group_id))
         log.log(logging.INFO if count else logging.DEBUG, "%s-%d: loaded %d share-partition states",
                 SHARE_STATE_TOPIC, partition, count)
 
     def unload_share_state(self, partition: int) -> None:
         """This broker no longer leads ``partition`` of `__share_group_state`: forget its states."""
-        self.share_state.loaded.discard(partition)
-        self.share_groups.unload_states(lambda key: self.share_state.partition_of(key) == partition)
-        self.share_state.log.forget(partition)
+        self.share_coordinator.unload(partition)
 
     # -- transactional offsets -----------------------------------------------------------------------------
 

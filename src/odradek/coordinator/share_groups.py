@@ -15,13 +15,16 @@ one), -1 closes it (releasing the member's records), any other epoch must be the
 (INVALID_SHARE_SESSION_EPOCH), on a session that exists (SHARE_SESSION_NOT_FOUND); each request moves it on.
 The session remembers the partitions named so far, less those forgotten.
 
-Delivery state: one `SharePartition` per (group, topic id, partition), created on the first fetch at the
-group's `share.auto.offset.reset` (latest: the high watermark; earliest: the log start; by_duration:D the
-first record with a timestamp at most D old, else the high watermark). Whenever it
-changes (acquisition of new records, acknowledgements, releases, expired locks) its snapshot is appended to
-the internal topic `__share_group_state` (share_state.py); the broker replays it when it loads that topic's
-partitions, so acknowledged records stay acknowledged and unfinished ones come back AVAILABLE (with their
-delivery counts) after a restart or kill -9. Acknowledgements are answered only once their state is durable.
+Delivery state: one `SharePartition` per (group, topic id, partition) led here, kept by this broker as the
+partition's leader. On first use it is read from the key's share coordinator through `persister`
+(share_coordinator.py: this broker's own, or another broker's in a cluster), or created at the group's
+`share.auto.offset.reset` when nothing is stored (latest: the high watermark; earliest: the log start;
+by_duration:D the first record with a timestamp at most D old, else the high watermark). Whenever it
+changes (a new window, acquisition of new records, acknowledgements, releases, expired locks) the whole
+window is written back, so acknowledged records stay acknowledged and unfinished ones come back AVAILABLE
+(with their delivery counts) after a restart, a kill -9 or a failover. Acknowledgements are answered only once
+their state is durable. When the partition's leadership moves, its windows are dropped here
+(`forget_partition`) and the new leader reads them.
 
 Group configs (DescribeConfigs/IncrementalAlterConfigs on GROUP resources) live here too, stored in the
 group's partition of `__consumer_offsets` (GroupConfigKey).
@@ -38,7 +41,8 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Callable
 
 from odradek.coordinator.persistence import encode_group_config_value, encode_share_state_value, group_config_key
-from odradek.coordinator.share_partition import SharePartition
+from odradek.coordinator.share_coordinator import UNINITIALIZED, StatePersister, StoredState
+from odradek.coordinator.share_partition import ACQUIRED, SharePartition
 from odradek.coordinator.share_state import StateKey
 from odradek.coordinator.timers import Scheduler
 from odradek.protocol.errors import ErrorCode
@@ -150,6 +154,8 @@ class ShareGroup:
     group_epoch: int = 0
     members: dict[str, ShareMember] = field(default_factory=dict)
     protocol_type: str = "share"
+    # every partition ever assigned here (not stored): what DeleteGroups clears at the share coordinators
+    seen: set[TopicPartition] = field(default_factory=set)
 
     @property
     def state_name(self) -> str:
@@ -162,27 +168,88 @@ class ShareSession:
     partitions: set[TopicPartition] = field(default_factory=set)
 
 
+def _joined(futures: list[Future]) -> Future:
+    """A future done once all of ``futures`` are."""
+    joined: Future = Future()
+    remaining = [len(futures)]
+
+    def one_done(_: Future) -> None:
+        remaining[0] -= 1
+        if remaining[0] == 0:
+            joined.set_result(None)
+
+    for future in futures:
+        future.add_done_callback(one_done)
+    return joined
+
+
+class _AppendOnly:
+    """A persister without a share coordinator (unit tests): writes go to an append function, reads find
+    nothing stored."""
+
+    def __init__(self, append_state: Callable[[StateKey, bytes | None], Future]) -> None:
+        self._append_state = append_state
+
+    def _done(self, value: object) -> Future:
+        future: Future = Future()
+        future.set_result(value)
+        return future
+
+    def initialize(self, key: StateKey, state_epoch: int, start: int) -> Future:
+        return self.write(key, state_epoch, -1, start, [])
+
+    def read(self, key: StateKey, leader_epoch: int) -> Future:
+        return self._done((ErrorCode.NONE, None))
+
+    def summary(self, key: StateKey) -> Future:
+        return self._done((ErrorCode.NONE, None))
+
+    def write(self, key: StateKey, state_epoch: int, leader_epoch: int, start: int, runs: list) -> Future:
+        end = runs[-1][1] + 1 if runs else start
+        self._append_state(key, encode_share_state_value(start, end, runs, state_epoch, leader_epoch))
+        return self._done(ErrorCode.NONE)
+
+    def delete(self, key: StateKey) -> Future:
+        self._append_state(key, None)
+        return self._done(ErrorCode.NONE)
+
+
 class ShareGroupCoordinator:
+    """Both the group-coordinator side of share groups (membership, group configs) and the share-partition
+    leader side (share sessions and in-flight windows of the partitions led here, their states read from and
+    written to the share coordinator through ``persister``)."""
+
     def __init__(self, config: ShareGroupConfig, scheduler: Scheduler,
                  append: Callable[[str, list[tuple[bytes, bytes | None]]], Future],
-                 append_state: Callable[[StateKey, bytes | None], Future],
+                 persister: "StatePersister | Callable[[StateKey, bytes | None], Future]",
                  metadata: "MetadataCache | None", wake: Callable[[str, int], None] | None = None) -> None:
         self.config = config
         self.scheduler = scheduler
         self._append = append  # a group's records in __consumer_offsets (its configs)
-        self._append_state = append_state  # a share partition's state in __share_group_state
+        self.persister: StatePersister = persister if hasattr(persister, "read") else _AppendOnly(persister)
         self.metadata = metadata
         self.wake = wake or (lambda topic, partition: None)
+        # whether this broker coordinates the group (its membership is here); a share-partition leader
+        # elsewhere opens sessions without asking (members heartbeat to the coordinator, not to it)
+        self.owns: Callable[[str], bool] = lambda group_id: True
         self.groups: dict[str, ShareGroup] = {}
         self.group_configs: dict[str, dict[str, str]] = {}
+        # a cluster's share-partition leader takes the configs of a group coordinated elsewhere from its
+        # coordinator (a future of the configs set for the group, None when unknown), when it reads a state
+        self.fetch_configs: Callable[[str], Future] | None = None
+        self.remote_configs: dict[str, dict[str, str]] = {}
         self.partitions: dict[StateKey, SharePartition] = {}
+        self.epochs: dict[StateKey, tuple[int, int]] = {}  # (state epoch, leader epoch) each window was read at
+        self._loading: dict[StateKey, Future] = {}  # ReadShareGroupState in flight
+        self._read: dict[StateKey, tuple[int, StoredState | None]] = {}  # its answer, until the next fetch
         self.sessions: dict[tuple[str, str], ShareSession] = {}
         self._lock_timers: dict[StateKey, tuple[int, object]] = {}
 
     # ----------------------------------------------------------------------------------------- configs
 
     def group_config(self, group_id: str, name: str) -> str:
-        value = self.group_configs.get(group_id, {}).get(name)
+        configs = self.group_configs if self.owns(group_id) else self.remote_configs
+        value = configs.get(group_id, {}).get(name)
         return value if value is not None else self.config.defaults.get(name, "")
 
     def lock_duration_ms(self, group_id: str) -> int:
@@ -270,6 +337,7 @@ class ShareGroupCoordinator:
         assignment = self._assignment(member.subscribed_names)
         if assignment != member.assigned:
             member.assigned = assignment
+            group.seen.update(assignment)
             if not bumped:
                 group.group_epoch += 1
                 bumped = True
@@ -347,9 +415,10 @@ class ShareGroupCoordinator:
             return ErrorCode.NON_EMPTY_GROUP
         del self.groups[group_id]
         try:
-            for key in [k for k in self.partitions if k[0] == group_id]:
-                del self.partitions[key]
-                self._append_state(key, None)
+            keys = {(group_id, t, p) for t, p in group.seen} | {k for k in self.partitions if k[0] == group_id}
+            for key in sorted(keys):
+                self.drop_window(key)
+                self.persister.delete(key)
             if group_id in self.group_configs:
                 del self.group_configs[group_id]
                 self._append(group_id, [(group_config_key(group_id), None)])
@@ -370,8 +439,10 @@ class ShareGroupCoordinator:
         if epoch == INITIAL_SESSION_EPOCH:
             if acknowledge_only:
                 raise ShareError(ErrorCode.INVALID_SHARE_SESSION_EPOCH, "A share acknowledge cannot open a session.")
-            if not self.is_member(group_id, member_id):
+            if self.owns(group_id) and not self.is_member(group_id, member_id):
                 raise ShareError(ErrorCode.UNKNOWN_MEMBER_ID, f"Member {member_id} is not a member of {group_id}.")
+            if not any(k[0] == group_id for k in self.sessions):
+                self._forget_idle(group_id)
             old = self.sessions.get(key)
             if old is not None:  # a member starting over gives back what it held
                 self.release_member(group_id, member_id)
@@ -391,13 +462,84 @@ class ShareGroupCoordinator:
 
     # ----------------------------------------------------------------------------------------- delivery state
 
+    def _forget_idle(self, group_id: str) -> None:
+        """The group opens its first share session here: windows holding no record and fully stored are
+        dropped, so they are read again from the share coordinator (AlterShareGroupOffsets may have changed
+        them while the group was empty)."""
+        for key, sp in list(self.partitions.items()):
+            if key[0] == group_id and not sp.dirty and not any(r.state == ACQUIRED for r in sp.records.values()):
+                self.drop_window(key)
+
+    def drop_window(self, key: StateKey) -> None:
+        """Forget the in-memory window of ``key`` (it is read again on the next fetch)."""
+        self.partitions.pop(key, None)
+        self.epochs.pop(key, None)
+        self._read.pop(key, None)
+        armed = self._lock_timers.pop(key, None)
+        if armed is not None:
+            armed[1].cancel()  # type: ignore[attr-defined]
+
+    def forget_partition(self, topic_id: bytes, partition: int) -> None:
+        """This broker no longer leads the partition: its windows go (the new leader reads their states from
+        the share coordinator); a read still in flight is ignored when it lands."""
+        for key in [k for k in set(self.partitions) | set(self._read) if k[1:] == (topic_id, partition)]:
+            self.drop_window(key)
+        for key in [k for k in self._loading if k[1:] == (topic_id, partition)]:
+            del self._loading[key]
+
+    def _load(self, key: StateKey, leader_epoch: int) -> tuple[int, StoredState | None]:
+        """The stored state of ``key`` from the share coordinator: at once when it answers at once (a local
+        one), else ShareError(LEADER_NOT_AVAILABLE) until its answer lands (as Kafka answers a fetch of a
+        share partition still initializing); the parked fetches are woken then."""
+        read = self._read.pop(key, None)
+        if read is not None:
+            return read
+        if key in self._loading:
+            raise ShareError(ErrorCode.LEADER_NOT_AVAILABLE, "The share partition is initializing.")
+        future = self.persister.read(key, leader_epoch)
+        configs = None
+        if self.fetch_configs is not None and not self.owns(key[0]):
+            configs = self.fetch_configs(key[0])  # e.g. its share.auto.offset.reset, for a window it opens
+        if future.done() and configs is None:
+            return future.result()
+        both = _joined([future] if configs is None else [future, configs])
+        self._loading[key] = both
+
+        def landed(f: Future) -> None:
+            if self._loading.get(key) is f:  # else the partition moved away meanwhile
+                del self._loading[key]
+                if configs is not None and configs.result() is not None:
+                    self.remote_configs[key[0]] = configs.result()
+                self._read[key] = future.result()
+                self._wake(key)
+
+        both.add_done_callback(landed)
+        raise ShareError(ErrorCode.LEADER_NOT_AVAILABLE, "The share partition is initializing.")
+
     def share_partition(self, group_id: str, topic_id: bytes, partition: int, log_start: int,
-                        high_watermark: int, offset_for_time: Callable[[int], int] | None = None) -> SharePartition:
-        """The group's delivery state of a partition, created at `share.auto.offset.reset` on first use
+                        high_watermark: int, offset_for_time: Callable[[int], int] | None = None,
+                        leader_epoch: int = -1) -> SharePartition:
+        """The group's delivery state of a partition led here in ``leader_epoch``: read from the share
+        coordinator on first use, or created at `share.auto.offset.reset` when nothing is stored
         (``offset_for_time``: the first offset with a timestamp at or after a time, -1 for none, for
-        `by_duration:`)."""
+        `by_duration:`). Raises ShareError (LEADER_NOT_AVAILABLE, retriable) while it cannot be read."""
         key = (group_id, topic_id, partition)
         sp = self.partitions.get(key)
+        if sp is None:
+            code, stored = self._load(key, leader_epoch)
+            if code:
+                log.warning("share group %s: cannot read the state of a partition: %s", group_id,
+                            ErrorCode(code).name)
+                raise ShareError(ErrorCode.LEADER_NOT_AVAILABLE, "The share partition state cannot be read.")
+            state_epoch = stored.state_epoch if stored is not None else 0
+            self.epochs[key] = (state_epoch, leader_epoch)
+            if stored is not None and stored.start != UNINITIALIZED:
+                log.info("share group %s: state of partition %d of topic %s read from the share coordinator "
+                         "(start %d, state epoch %d)", group_id, partition, topic_id.hex(), stored.start, state_epoch)
+                sp = self.partitions[key] = SharePartition.restore(
+                    stored.start, stored.end, stored.runs, delivery_limit=self.config.delivery_limit,
+                    max_in_flight=self.config.max_in_flight)
+                return sp
         if sp is None:
             reset = self.group_config(group_id, "share.auto.offset.reset")
             start = high_watermark
@@ -470,42 +612,36 @@ class ShareGroupCoordinator:
         if topic is not None:
             self.wake(topic.name, key[2])
 
-    def store(self, keys: list[StateKey]) -> list[Future]:
-        """Append the changed delivery states among ``keys`` to `__share_group_state`; futures done once
-        they are durable. A state that cannot be written (its partition is led elsewhere, storage failed)
-        is logged and stays changed, so the next change writes it again."""
-        durable = []
+    def store(self, keys: list[StateKey]) -> dict[StateKey, Future]:
+        """Write the changed delivery states among ``keys`` to their share coordinator; futures of an error
+        code, done once the state is durable there. Every write carries the whole window, so a write that
+        failed is made good by the next one; a fenced one (the state was re-initialized, or a newer leader
+        read it) drops the window, read again on the next fetch."""
+        durable = {}
         for key in keys:
             sp = self.partitions.get(key)
             if sp is None or not sp.dirty:
                 continue
-            try:
-                durable.append(self._append_state(key, encode_share_state_value(*sp.snapshot())))
-            except Exception as exc:
-                log.warning("share group %s: cannot store its delivery state: %s", key[0], exc)
-                continue
+            start, _, runs = sp.snapshot()
+            state_epoch, leader_epoch = self.epochs.get(key, (0, -1))
             sp.dirty = False
+            written = durable[key] = self.persister.write(key, state_epoch, leader_epoch, start, runs)
+            written.add_done_callback(lambda f, key=key, sp=sp: self._written(key, sp, f))
         return durable
 
-    # ----------------------------------------------------------------------------------------- loading
-
-    def restore_state(self, group_id: str, topic_id: bytes, partition: int,
-                      value: tuple[int, int, list[tuple[int, int, int, int]]] | None) -> None:
-        key = (group_id, topic_id, partition)
-        if value is None:
-            self.partitions.pop(key, None)
+    def _written(self, key: StateKey, sp: SharePartition, future: Future) -> None:
+        code = future.result()
+        if not code:
             return
-        self.partitions[key] = SharePartition.restore(*value, delivery_limit=self.config.delivery_limit,
-                                                      max_in_flight=self.config.max_in_flight)
-        self.groups.setdefault(group_id, ShareGroup(group_id))
+        log.warning("share group %s: its delivery state was not stored: %s", key[0], ErrorCode(code).name)
+        if self.partitions.get(key) is not sp:
+            return
+        if code in (ErrorCode.FENCED_STATE_EPOCH, ErrorCode.FENCED_LEADER_EPOCH):
+            self.drop_window(key)
+        else:
+            sp.dirty = True
 
-    def unload_states(self, gone: Callable[[StateKey], bool]) -> None:
-        """Forget the delivery states of the `__share_group_state` partitions this broker no longer leads."""
-        for key in [k for k in self.partitions if gone(k)]:
-            del self.partitions[key]
-            armed = self._lock_timers.pop(key, None)
-            if armed is not None:
-                armed[1].cancel()  # type: ignore[attr-defined]
+    # ----------------------------------------------------------------------------------------- loading
 
     def restore_configs(self, group_id: str, configs: dict[str, str] | None) -> None:
         if configs:
@@ -520,7 +656,6 @@ class ShareGroupCoordinator:
             for member in group.members.values():
                 if member.session_timer is not None:
                     member.session_timer.cancel()  # type: ignore[attr-defined]
-        for key in [k for k in self.sessions if not owns(k[0])]:
-            del self.sessions[key]
+        # share sessions stay: they belong to the partitions led here, whoever coordinates the group
         for group_id in [g for g in self.group_configs if not owns(g)]:
             del self.group_configs[group_id]

@@ -9,9 +9,10 @@ snapshots that bound replay). One record per (group, topic id, partition): Share
 `group:topic-id:partition` (Kafka's share-partition key, the topic id in base64url) modulo the topic's partition
 count, `share.coordinator.state.topic.num.partitions` (odradek's default 1, as for `__transaction_state`).
 
-The topic is created when the first state is written, so a broker whose clients never use share groups has
-none. On a single node the creation makes this broker the leader of its partitions at once, which loads them
-(nothing to read yet); on every later start the broker replays the partitions it leads (`replay`).
+The topic is created when the first state is read or written, so a broker whose clients never use share
+groups has none. On a single node the creation makes this broker the leader of its partitions at once, which
+loads them (nothing to read yet); on every later start, and in a cluster whenever a broker becomes the leader
+of one of its partitions, the share coordinator (share_coordinator.py) replays it (`replay`).
 
 Not thread-safe; owned by the event loop.
 """
@@ -37,7 +38,8 @@ log = logging.getLogger(__name__)
 
 SHARE_STATE_TOPIC = "__share_group_state"
 StateKey = tuple[str, bytes, int]  # (group, topic id, partition)
-StateValue = tuple[int, int, list[tuple[int, int, int, int]]]  # (start, end, runs): share_partition.snapshot()
+# (start, end, runs, state epoch, leader epoch): share_partition.snapshot() and the share coordinator's epochs
+StateValue = tuple[int, int, list[tuple[int, int, int, int]], int, int]
 
 
 def key_text(group_id: str, topic_id: bytes, partition: int) -> str:
@@ -49,7 +51,7 @@ class ShareStateLog:
     def __init__(self, partitions: int, get_partition: Callable[[int], "Partition | None"],
                  clock_ms: Callable[[], int], create_topic: Callable[[], None]) -> None:
         self.log = OffsetsTopicLog(partitions, get_partition, clock_ms)
-        self._create_topic = create_topic
+        self.create_topic = create_topic  # no-op once it exists
         self.loaded: set[int] = set()  # partitions led (and replayed) here
 
     def partition_of(self, key: StateKey) -> int:
@@ -60,7 +62,7 @@ class ShareStateLog:
         first use; raises when its partition is not led here (NotLeaderError)."""
         partition = self.partition_of(key)
         if partition not in self.loaded:
-            self._create_topic()  # no-op once it exists; a single node leads (and loads) it at once
+            self.create_topic()  # no-op once it exists; a single node leads (and loads) it at once
         return self.log.append(key_text(*key), [(share_state_key(*key), value)])
 
     def replay(self, partition: int) -> Iterator[tuple[StateKey, StateValue | None]]:

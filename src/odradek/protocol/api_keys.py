@@ -94,6 +94,8 @@ class ApiKey(IntEnum):
     DELETE_SHARE_GROUP_STATE = 86
     READ_SHARE_GROUP_STATE_SUMMARY = 87
     DESCRIBE_SHARE_GROUP_OFFSETS = 90
+    ALTER_SHARE_GROUP_OFFSETS = 91
+    DELETE_SHARE_GROUP_OFFSETS = 92
 
 
 # api_key -> (min_version, max_version, first flexible request version | None,
@@ -185,8 +187,10 @@ API_INDEX = {
     82: (0, 0, 0, 0),
     83: (0, 0, 0, 0),
     84: (0, 0, 0, 0),
-    85: (0, 0, 0, 0),
+    85: (0, 1, 0, 0),
     86: (0, 0, 0, 0),
-    87: (0, 0, 0, 0),
+    87: (0, 1, 0, 0),
     90: (0, 1, 0, 0),
+    91: (0, 0, 0, 0),
+    92: (0, 0, 0, 0),
 }

@@ -17,13 +17,20 @@ and for read_committed the batches of aborted transactions (from the partition's
 are archived and never handed out. Nothing to acquire: the request parks until an append or a release wakes
 it (Broker.wait_for_append), for at most `max_wait_ms`.
 
+The first fetch of a (group, partition) on its leader reads the stored state from the share coordinator
+(coordinator/share_coordinator.py; another broker's: ReadShareGroupState). While that read is in flight the
+partition has nothing to acquire and the fetch parks, as Kafka's delayed share fetch waits for a share
+partition to initialize; the answer wakes it (a failed read is tried again by the next fetch). Kafka answers
+LEADER_NOT_AVAILABLE to a fetch that finds the partition initializing, but librdkafka's share consumer
+treats that code as fatal, so odradek waits instead. An acknowledgement whose state could not be stored
+reports the share coordinator's error in `acknowledge_error_code`.
+
 Errors per partition: UNKNOWN_TOPIC_ID, TOPIC_AUTHORIZATION_FAILED, NOT_LEADER_OR_FOLLOWER (naming the
 leader in `current_leader` and `node_endpoints`, KIP-951, as Fetch does) and the other errors of a replica
 that cannot be read; top level: GROUP_AUTHORIZATION_FAILED, INVALID_REQUEST,
 UNKNOWN_MEMBER_ID, and the session errors.
 v0 (Kafka 4.0's early access) and v2 (acquire modes, renew acknowledgements) are not served. Gaps:
-`batch_size` is ignored (one acquired range per run of equal delivery counts); `min_bytes` counts as one record; cluster mode keeps the delivery state with the group's
-coordinator, so it works only where that broker also leads the partitions.
+`batch_size` is ignored (one acquired range per run of equal delivery counts); `min_bytes` counts as one record.
 """
 
 import asyncio
@@ -117,8 +124,10 @@ async def share_fetch(ctx: RequestContext, request: dict) -> dict:
                     await asyncio.sleep(remaining)
                 break
             await ctx.broker.wait_for_append(keys, remaining)
-    for stored in durable:  # acknowledged means stored
-        await asyncio.wrap_future(stored)
+    for (_, topic_id, index), stored in durable.items():  # acknowledged means stored
+        code = await asyncio.wrap_future(stored)
+        if code and (topic_id, index) in entries:
+            entries[(topic_id, index)]["acknowledge_error_code"] = code
     responses: dict[bytes, list[dict]] = {}
     for (topic_id, _), entry in sorted(entries.items()):
         responses.setdefault(topic_id, []).append(entry)
@@ -168,9 +177,14 @@ def _acquire(ctx: RequestContext, group_id: str, member_id: str, wanted: list[tu
             continue
         plog = partition.log
         key = (group_id, topic_id, index)
-        sp = coordinator.share_partition(group_id, topic_id, index, plog.log_start_offset, plog.high_watermark,
-                                         lambda ts: first_at_or_after(plog, ts)[0])
+        try:
+            sp = coordinator.share_partition(group_id, topic_id, index, plog.log_start_offset, plog.high_watermark,
+                                             lambda ts: first_at_or_after(plog, ts)[0], partition.leader_epoch)
+        except ShareError:  # its state is still being read from the share coordinator: wait for it
+            continue
         sp.move_start(plog.log_start_offset)
+        if sp.dirty:  # a new window (or the log start moved): stored at once, so a failover keeps its start
+            coordinator.store([key])
         start = sp.next_fetch_offset()
         upper = plog.last_stable_offset if read_committed else plog.high_watermark
         if start is None or start >= upper:

@@ -39,8 +39,9 @@ async def share_acknowledge(ctx: RequestContext, request: dict) -> dict:
     results, durable = coordinator.acknowledge(group_id, member_id, acknowledgements(request))
     if epoch == FINAL_SESSION_EPOCH:
         coordinator.release_member(group_id, member_id)
-    for stored in durable:  # acknowledged means stored
-        await asyncio.wrap_future(stored)
+    for (_, topic_id, index), stored in durable.items():  # acknowledged means stored
+        stored_code = await asyncio.wrap_future(stored)
+        results[(topic_id, index)] = results.get((topic_id, index)) or stored_code
     responses: dict[bytes, list[dict]] = {}
     for (topic_id, index), code in sorted(results.items()):
         if ctx.broker.metadata.topic_by_id(topic_id) is None:

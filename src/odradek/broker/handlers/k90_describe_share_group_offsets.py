@@ -6,8 +6,17 @@ and not acknowledged or archived, or never delivered). A partition the group has
 offset -1 (and lag -1); `topics` null lists every partition the group has state for. An unknown group (one
 with neither members nor stored state) is answered GROUP_ID_NOT_FOUND, an unknown topic
 UNKNOWN_TOPIC_OR_PARTITION per partition; GROUP_AUTHORIZATION_FAILED, TOPIC_AUTHORIZATION_FAILED (topics the
-principal may not describe), NOT_COORDINATOR. Gaps: `leader_epoch` is always -1.
+principal may not describe), NOT_COORDINATOR.
+
+The start offset and the finished count come from each partition's share coordinator
+(ReadShareGroupStateSummary, or the local one: coordinator/share_coordinator.py), so they are what is
+stored; the high watermark is this broker's replica's. Gaps: `leader_epoch` is always -1; the lag is -1
+for a partition with no replica here; `topics` null lists the partitions of the group's subscriptions and
+those it has state for at this broker's share coordinator (Kafka's group coordinator keeps the list of a
+group's initialized partitions; odradek's does not).
 """
+
+import asyncio
 
 from odradek.broker.authorizer import Operation as Op, ResourceType as Res
 from odradek.broker.core import RequestContext
@@ -29,7 +38,7 @@ def _partition(index: int, start: int = -1, lag: int = -1, code: int = 0) -> dic
 
 
 @handler(ApiKey.DESCRIBE_SHARE_GROUP_OFFSETS, 0, 1)
-def describe_share_group_offsets(ctx: RequestContext, request: dict) -> dict:
+async def describe_share_group_offsets(ctx: RequestContext, request: dict) -> dict:
     coordinator = ctx.broker.coordinator
     share = coordinator.share_groups
     metadata = ctx.broker.metadata
@@ -47,7 +56,9 @@ def describe_share_group_offsets(ctx: RequestContext, request: dict) -> dict:
             continue
         wanted: dict[str, list[int]] = {}
         if asked["topics"] is None:
-            for _, topic_id, index in sorted(k for k in share.partitions if k[0] == gid):
+            known = {(t, p) for _, t, p in coordinator.share_coordinator.keys_of(gid)}
+            known |= {tp for m in share.groups[gid].members.values() for tp in m.assigned}
+            for topic_id, index in sorted(known):
                 topic = metadata.topic_by_id(topic_id)
                 if topic is not None:
                     wanted.setdefault(topic.name, []).append(index)
@@ -67,14 +78,19 @@ def describe_share_group_offsets(ctx: RequestContext, request: dict) -> dict:
                 continue
             parts = []
             for index in indexes:
-                sp = share.partitions.get((gid, topic.topic_id, index))
-                if sp is None:
-                    parts.append(_partition(index))
-                    continue
+                key = (gid, topic.topic_id, index)
+                sp = share.partitions.get(key)
+                if sp is not None and sp.dirty:  # led here and newer than what is stored
+                    start, finished = sp.start, sum(1 for r in sp.records.values() if r.state in FINISHED)
+                else:
+                    code, stored = await asyncio.wrap_future(share.persister.summary(key))
+                    if code or stored is None or stored.start < 0:
+                        parts.append(_partition(index, code=code))
+                        continue
+                    start, finished = stored.start, stored.delivery_complete()
                 plog = ctx.broker.logs.get(name, index)
-                high = plog.high_watermark if plog is not None else sp.end
-                finished = sum(1 for r in sp.records.values() if r.state in FINISHED)
-                parts.append(_partition(index, sp.start, max(high - sp.start - finished, 0)))
+                lag = max(plog.high_watermark - start - finished, 0) if plog is not None else -1
+                parts.append(_partition(index, start, lag))
             topics.append({"topic_name": name, "topic_id": topic.topic_id, "partitions": parts})
         out.append({"group_id": gid, "topics": topics, "error_code": 0, "error_message": None})
     return {"throttle_time_ms": 0, "groups": out}
