@@ -16,7 +16,8 @@ import time
 from pathlib import Path
 
 import pytest
-from confluent_kafka import AcknowledgeType, Producer, ShareConsumer
+from confluent_kafka import (AcknowledgeType, Consumer, KafkaError, KafkaException, Producer, ShareConsumer,
+                             TopicPartition)
 from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource
 
 from odradek.protocol.errors import ErrorCode
@@ -238,6 +239,24 @@ def test_released_record_is_redelivered_and_rejected_one_is_not(broker, topic_na
         assert poll_records(consumer, 1, 2 * LOCK_MS / 1000, explicit_ack=AcknowledgeType.ACCEPT) == []
     finally:
         close_quietly(consumer)
+
+
+def test_offset_commit_under_a_share_groups_id_is_refused(broker, topic_name):
+    """A share group has no committed offsets: OffsetCommit with its id answers GROUP_ID_NOT_FOUND (Kafka 4.4
+    does the same), and the group's records are not affected."""
+    bootstrap = broker.bootstrap
+    group = prepared_group(bootstrap, topic_name, 2)
+    member = share_consumer(bootstrap, group)
+    classic = Consumer({"bootstrap.servers": bootstrap, "group.id": group, "enable.auto.commit": False})
+    try:
+        member.subscribe([topic_name])
+        assert len(poll_records(member, 2, 15)) == 2
+        with pytest.raises(KafkaException) as refused:
+            classic.commit(offsets=[TopicPartition(topic_name, 0, 1)], asynchronous=False)
+        assert refused.value.args[0].code() == KafkaError.GROUP_ID_NOT_FOUND
+    finally:
+        classic.close()
+        close_quietly(member)
 
 
 @pytest.mark.timeout(60)

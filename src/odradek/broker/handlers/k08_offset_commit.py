@@ -12,7 +12,8 @@ v0 has no generation/member; v1 carries a per-partition commit timestamp; v2-4 a
 offset then expires at commit time + retention, as in Kafka); v6+ the leader epoch, returned by
 OffsetFetch.
 v10 names topics by id only (KIP-848): an id this broker does not know → UNKNOWN_TOPIC_ID for its partitions.
-A broker that does not coordinate the group answers NOT_COORDINATOR for every partition.
+A broker that does not coordinate the group answers NOT_COORDINATOR for every partition; the id of a share
+group (KIP-932), which has no committed offsets, GROUP_ID_NOT_FOUND (as Kafka 4.4 answers).
 """
 
 from odradek.broker.authorizer import Operation as Op, ResourceType as Res
@@ -73,9 +74,9 @@ def _offset_commit(ctx: RequestContext, request: dict):
                 {"name": name, "partitions": [{"partition_index": p[0], "error_code": denied[name]} for p in parts]}
                 for name, parts in refused]}
     if not ctx.broker.coordinator.owns(request["group_id"]):
-        return {"throttle_time_ms": 0, "topics": [
-            {"name": name, "partitions": [{"partition_index": p[0], "error_code": ErrorCode.NOT_COORDINATOR}
-                                          for p in parts]} for name, parts in topics]}
+        return _refused(topics, ErrorCode.NOT_COORDINATOR)
+    if request["group_id"] in ctx.broker.coordinator.share_groups.groups:
+        return _refused(topics, ErrorCode.GROUP_ID_NOT_FOUND)
     errors, durable = ctx.broker.coordinator.offsets.commit(
         request["group_id"], request["generation_id_or_member_epoch"] if version >= 1 else -1,
         request["member_id"] if version >= 1 else "", request["group_instance_id"] if version >= 7 else None,
@@ -94,6 +95,12 @@ def _offset_commit(ctx: RequestContext, request: dict):
     accepted = [(part, durable) for topic in body["topics"] for part in topic["partitions"]
                 if part["error_code"] == ErrorCode.NONE]
     return when_durable(body, accepted, _not_durable)
+
+
+def _refused(topics: list, error: ErrorCode) -> dict:
+    return {"throttle_time_ms": 0, "topics": [
+        {"name": name, "partitions": [{"partition_index": p[0], "error_code": error} for p in parts]}
+        for name, parts in topics]}
 
 
 def _not_durable(part: dict, error: BaseException) -> None:
