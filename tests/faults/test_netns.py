@@ -66,6 +66,10 @@ def test_close_removes_every_namespace_and_interface(network: Network) -> None:
         other.add_host("y")
         other.cut(other.hosts["x"], other.hosts["y"])
         sleeper = subprocess.Popen([*host.command_prefix, "sleep", "60"])  # still running at close: killed
+        # in the namespace before the close (`ip netns exec` has joined it): otherwise, on a loaded machine,
+        # the close could run between ip's open of the namespace and its setns, and the sleep outlive it
+        wait_until(lambda: str(sleeper.pid) in ip("netns", "pids", host.namespace, check=False).split(),
+                   timeout=10, message="the sleeper in its namespace")
     finally:
         other.close()
     assert sleeper.wait(10) is not None
