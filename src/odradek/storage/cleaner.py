@@ -39,18 +39,22 @@ What a cleaning does, for one partition
    * records without a key are dropped, as Kafka's cleaner does (Produce refuses them on compacted topics).
 
    Reads and writes go through a shared throttle (``log.cleaner.io.max.bytes.per.second``).
-4. Swap (event loop, ``PartitionLog.replace_segments``), per group, in this order, so that ``kill -9`` at
-   any point leaves a log the loader completes or rolls back without losing a record:
+4. Swap (event loop, ``PartitionLog.replace_segments``), in this order, each step for every group of the
+   cleaning before the next (so the directory is fsynced three times per cleaning, not per group), so that
+   ``kill -9`` at any point leaves a log the loader completes or rolls back without losing a record:
 
    a. the group's aborted-transaction entries are rewritten into ``{base}.txnindex`` (atomically; the
       loader drops an entry found twice);
    b. ``{base}.swap-end`` is in place (the cleaner thread wrote it; written here only if it went missing);
-   c. ``{base}.log.cleaned`` is renamed to ``{base}.log.swap``; directory fsynced — the commit point;
+   c. ``{base}.log.cleaned`` is renamed to ``{base}.log.swap``; then the directory is fsynced — the commit
+      point (a group whose rename reached the disk is completed by recovery, whatever became of the others:
+      the groups cover disjoint segments);
    d. the group's other segments lose their files (.log first, newest first), and ``{base}``'s indexes;
-   e. ``{base}.log.swap`` is renamed over ``{base}.log``; directory fsynced; ``{base}.swap-end`` removed;
+   e. ``{base}.log.swap`` is renamed over ``{base}.log``; then the directory is fsynced and every
+      ``{base}.swap-end`` removed;
    f. the indexes the cleaner thread built beside the cleaned log (``{base}.index.cleaned``,
-      ``{base}.timeindex.cleaned``, fsynced) are renamed into place; directory fsynced. (A crash before
-      leaves the segment without indexes: the loader rebuilds them.)
+      ``{base}.timeindex.cleaned``, fsynced) are renamed into place; then the directory is fsynced. (A crash
+      before leaves the segment without indexes: the loader rebuilds them.)
 
    Recovery (loader.py, ``complete_swaps``): every ``*.cleaned`` file is deleted (the cleaning is lost,
    nothing else); for each ``{base}.log.swap`` the segments with a base in [base, swap-end) are deleted and
@@ -579,15 +583,15 @@ def _write_indexes(task: CleaningTask, base: int, log_path: Path) -> None:
 
 
 def install_indexes(directory: Path, base: int) -> bool:
-    """Swap, after step e: the indexes built by the cleaner thread renamed into place (False: missing, the
-    caller rebuilds them). A crash before leaves no index, which the loader rebuilds."""
+    """Swap, step f: the indexes built by the cleaner thread renamed into place (False: missing, the caller
+    rebuilds them); the caller fsyncs the directory. A crash before leaves no index, which the loader
+    rebuilds."""
     stem = f"{base:020d}"
     try:
         for suffix in (INDEX_SUFFIX, TIME_INDEX_SUFFIX):
             os.replace(directory / f"{stem}{suffix}{CLEANED_SUFFIX}", directory / f"{stem}{suffix}")
     except FileNotFoundError:
         return False
-    fsync_dir(directory)
     return True
 
 
@@ -777,19 +781,21 @@ def complete_swaps(directory: Path) -> None:
 
 
 def swap_in(directory: Path, group: CleanedGroup) -> None:
-    """Steps b, c (the commit point) of the swap: see the module docstring. One fsync (the directory's) when
-    the cleaner thread's swap-end file is there, as it is unless something removed it."""
+    """Steps b, c of the swap (module docstring): the caller's fsync of the directory that follows is the
+    commit point. No fsync here unless the cleaner thread's swap-end file went missing."""
     stem = f"{group.base:020d}"
     if not _swap_end_path(group).exists():
         write_file_atomically(directory / f"{stem}{SWAP_END_SUFFIX}", f"{group.end}\n".encode("ascii"))
     os.replace(group.path, directory / f"{stem}.log{SWAP_SUFFIX}")
-    fsync_dir(directory)
 
 
 def finish_swap(directory: Path, group: CleanedGroup) -> None:
-    """Step e's renames: the swap file over ``{base}.log``, then the swap-end marker removed. (The log's
-    bytes were fsynced by the cleaner thread; a rename does not change them.)"""
+    """Step e's rename: the swap file over ``{base}.log`` (the log's bytes were fsynced by the cleaner
+    thread; a rename does not change them). The caller fsyncs the directory, then calls `remove_swap_end`."""
     stem = f"{group.base:020d}"
     os.replace(directory / f"{stem}.log{SWAP_SUFFIX}", directory / f"{stem}.log")
-    fsync_dir(directory)
-    (directory / f"{stem}{SWAP_END_SUFFIX}").unlink(missing_ok=True)
+
+
+def remove_swap_end(group: CleanedGroup) -> None:
+    """The end of step e, once the renames of `finish_swap` are on disk."""
+    _swap_end_path(group).unlink(missing_ok=True)

@@ -28,7 +28,8 @@ from .loader import (
     write_file_atomically,
 )
 from .producer_state import CompletedTxn, DuplicateBatch, ProducerStateManager, read_marker
-from .cleaner import CHECKPOINT_FILE, CleanerCheckpoint, CleaningResult, cleaned_paths, finish_swap, install_indexes, swap_in
+from .cleaner import (CHECKPOINT_FILE, CleanerCheckpoint, CleaningResult, cleaned_paths, finish_swap, install_indexes,
+                      remove_swap_end, swap_in)
 from .segment import FileRegion, LogSegment
 from .txn_index import AbortedTxn, TransactionIndex
 
@@ -737,13 +738,16 @@ class PartitionLog:
                     path.unlink(missing_ok=True)
             return None
         replaced: list[LogSegment] = []
+        # (group, its segments) from the end of the log, so that earlier positions stay valid as each is
+        # replaced; each step of the swap (cleaner.py, step 4) for every group, then one fsync of the directory
+        groups = [(group, i, self._segments[i:i + len(group.sources)])
+                  for group, i in sorted(zip(result.groups, positions), key=lambda gi: gi[1], reverse=True)]
         with self._failure_is_fatal():
-            for group in reversed(result.groups):  # from the end: earlier positions stay valid
-                i = positions[result.groups.index(group)]
-                n = len(group.sources)
-                old = self._segments[i:i + n]
+            for group, _, old in groups:
                 self.txn_index.merge_segments(group.base, [s.base_offset for s in old], group.end)
-                swap_in(self.directory, group)  # the commit point
+                swap_in(self.directory, group)
+            fsync_dir(self.directory)  # the commit point
+            for group, _, old in groups:
                 for segment in reversed(old[1:]):
                     segment.offset_index.drop_pending()
                     segment.time_index.drop_pending()
@@ -753,6 +757,9 @@ class PartitionLog:
                 old[0].offset_index.drop_pending()
                 old[0].time_index.drop_pending()
                 finish_swap(self.directory, group)
+            fsync_dir(self.directory)
+            for group, i, old in groups:
+                remove_swap_end(group)
                 self.txn_index.forget_files([s.base_offset for s in old[1:]])
                 new = LogSegment.open(self.directory, group.base, self._config.index_interval_bytes)
                 if install_indexes(self.directory, group.base) and new.indexes_look_sane(group.end):
@@ -760,9 +767,10 @@ class PartitionLog:
                 else:
                     new._rebuild_indexes()  # on the loop: only when the thread's indexes went missing
                 new.next_offset = group.end
-                self._segments[i:i + n] = [new]
-                self._bases[i:i + n] = [group.base]
+                self._segments[i:i + len(old)] = [new]
+                self._bases[i:i + len(old)] = [group.base]
                 replaced.extend(old)
+            fsync_dir(self.directory)
             checkpoint = task.checkpoint
             checkpoint.record(result.map_end, result.map_end, task.started_ms, self._config.delete_retention_ms,
                               checkpoint.tombstone_horizon(task.started_ms, self._config.delete_retention_ms))
