@@ -53,7 +53,7 @@ cluster: venv bytecode system-deps
 
 # The JUnit report feeds docs/compatibility.md: `make compat` after a test run.
 test: install reference spark-packages bytecode
-	$(PY) -m pytest -q -n 2 --dist loadgroup --durations=30 --junitxml=build/junit.xml
+	$(PY) -m pytest -q -n 2 --dist loadgroup --no-loadscope-reorder --durations=30 --junitxml=build/junit.xml
 
 compat: venv
 	$(PY) tools/gen_compat.py --junit build/junit.xml
