@@ -152,10 +152,12 @@ os.environ.setdefault("PYTHONUNBUFFERED", "1")
 # Work that one worker should do whole: what shares a session's JVM (Spark's, Apache Kafka's) runs on one
 # worker, so neither is started twice. Everything else is grouped by module, so module fixtures start once.
 SHARED_SESSIONS = (("spark", "spark"), ("kafka_reference", "reference"))
-# Longest groups first: xdist hands groups out in collection order (with --no-loadscope-reorder, as `make test`
-# runs it: otherwise pytest-xdist 3.x orders groups by their number of tests, and the Spark group, 65 slow
-# tests, was started after 26 minutes of others in one run), so a long one left to the end would leave the
-# other worker idle while it runs.
+# Longest groups first: with --no-loadscope-reorder (as `make test` runs it) xdist hands groups out in
+# collection order; otherwise pytest-xdist 3.x orders them by their number of tests.
+# NOT IN EFFECT (found 2026-11-26): xdist runs its workers with `dist` set to "no", so the hook below returns
+# early there, where collection happens: every test is a work unit of its own, handed out in file order, and
+# each worker that meets a Spark test starts its own session. Checking `config.getvalue("loadgroup")` would put
+# the groups in effect; that changes the whole schedule and is left for a run that can be watched.
 GROUP_ORDER = ("spark", "tests/faults", "reference", "tests/packaging", "tests/security", "tests/cluster")
 
 
