@@ -49,6 +49,8 @@ from pyspark.sql.types import (
     TimestampType,
 )
 
+from odradek.records.batch import InvalidRecordError
+from odradek.records.codec import decode_varint
 from odradek.spark.options import RegistryColumnOptions
 from odradek.spark.registry_formats import (
     DecodeError,
@@ -76,24 +78,13 @@ class ProtobufValueError(ValueError):
 # ---------------------------------------------------------------------------------------------------
 
 
-def _varint(data: memoryview, pos: int) -> tuple[int, int]:
-    value = shift = 0
-    while True:
-        if pos >= len(data):
-            raise ProtobufValueError("the message indexes end early")
-        byte = data[pos]
-        pos += 1
-        value |= (byte & 0x7F) << shift
-        if not byte & 0x80:
-            return value, pos
-        shift += 7
-        if shift > 63:
-            raise ProtobufValueError("a message index is not a varint")
-
-
 def _zigzag(data: memoryview, pos: int) -> tuple[int, int]:
-    n, pos = _varint(data, pos)
-    return (n >> 1) ^ -(n & 1), pos
+    """A zig-zag varint of the message indexes (the record format's own decoder), failures as this format's."""
+    try:
+        return decode_varint(data, pos)
+    except InvalidRecordError as exc:
+        detail = "the message indexes end early" if "truncated" in str(exc) else "a message index is not a varint"
+        raise ProtobufValueError(detail) from None
 
 
 def read_message_indexes(data: memoryview) -> tuple[list[int], int]:
