@@ -154,10 +154,9 @@ os.environ.setdefault("PYTHONUNBUFFERED", "1")
 SHARED_SESSIONS = (("spark", "spark"), ("kafka_reference", "reference"))
 # Longest groups first: with --no-loadscope-reorder (as `make test` runs it) xdist hands groups out in
 # collection order; otherwise pytest-xdist 3.x orders them by their number of tests.
-# NOT IN EFFECT (found 2026-11-26): xdist runs its workers with `dist` set to "no", so the hook below returns
-# early there, where collection happens: every test is a work unit of its own, handed out in file order, and
-# each worker that meets a Spark test starts its own session. Checking `config.getvalue("loadgroup")` would put
-# the groups in effect; that changes the whole schedule and is left for a run that can be watched.
+# Collection happens on the workers, where xdist sets `dist` to "no" and `loadgroup` to whether the run is
+# --dist loadgroup; the hook runs first (tryfirst) so that xdist's own hook finds the markers and appends each
+# group to its tests' ids, which is how the controller schedules them.
 GROUP_ORDER = ("spark", "tests/faults", "reference", "tests/packaging", "tests/security", "tests/cluster")
 
 
@@ -175,10 +174,12 @@ def group_rank(group: str) -> int:
     return len(GROUP_ORDER)
 
 
+@pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    if getattr(config.option, "dist", "no") == "no":
+    if not getattr(config.option, "loadgroup", False):  # set on xdist's workers only
         return
     groups = {id(item): xdist_group(item) for item in items}
     for item in items:
         item.add_marker(pytest.mark.xdist_group(groups[id(item)]))
     items.sort(key=lambda item: group_rank(groups[id(item)]))
+
