@@ -242,18 +242,28 @@ def test_released_record_is_redelivered_and_rejected_one_is_not(broker, topic_na
 
 
 def test_offset_commit_under_a_share_groups_id_is_refused(broker, topic_name):
-    """A share group has no committed offsets: OffsetCommit with its id answers GROUP_ID_NOT_FOUND (Kafka 4.4
-    does the same), and the group's records are not affected."""
+    """A share group has no committed offsets: OffsetCommit and TxnOffsetCommit with its id answer
+    GROUP_ID_NOT_FOUND (Kafka 4.4 does the same for both), and the group's records are not affected."""
     bootstrap = broker.bootstrap
     group = prepared_group(bootstrap, topic_name, 2)
     member = share_consumer(bootstrap, group)
     classic = Consumer({"bootstrap.servers": bootstrap, "group.id": group, "enable.auto.commit": False})
+    transactional = Producer({"bootstrap.servers": bootstrap, "transactional.id": f"{group}-txn"})
     try:
         member.subscribe([topic_name])
         assert len(poll_records(member, 2, 15)) == 2
         with pytest.raises(KafkaException) as refused:
             classic.commit(offsets=[TopicPartition(topic_name, 0, 1)], asynchronous=False)
         assert refused.value.args[0].code() == KafkaError.GROUP_ID_NOT_FOUND
+        transactional.init_transactions(30)
+        transactional.begin_transaction()
+        with pytest.raises(KafkaException) as refused:
+            transactional.send_offsets_to_transaction([TopicPartition(topic_name, 0, 1)],
+                                                      classic.consumer_group_metadata(), 20)
+        assert refused.value.args[0].code() == KafkaError.GROUP_ID_NOT_FOUND
+        transactional.abort_transaction(20)
+        produce(bootstrap, topic_name, 1, prefix="after")
+        assert [r.value() for r in poll_records(member, 1, 15)] == [b"after0"]
     finally:
         classic.close()
         close_quietly(member)

@@ -61,8 +61,12 @@ def _write_error(exc: BaseException) -> int:
 class OffsetManager:
     def __init__(self, groups: GroupCoordinator, store: OffsetStore,
                  persist: Callable[[str, list[tuple[bytes, bytes | None]]], Future],
-                 partition_exists: Callable[[str, int], bool], metadata_max_bytes: int, retention_ms: int) -> None:
+                 partition_exists: Callable[[str, int], bool], metadata_max_bytes: int, retention_ms: int,
+                 without_offsets: Callable[[str], bool] = lambda group_id: False) -> None:
         self.groups = groups
+        # the id belongs to a group that has no committed offsets (a share group): commits under it answer
+        # GROUP_ID_NOT_FOUND, transactional or not, as Kafka 4.4 does
+        self._without_offsets = without_offsets
         self.store = store
         self._persist = persist
         self._partition_exists = partition_exists
@@ -76,6 +80,8 @@ class OffsetManager:
 
     def _check_member(self, group_id: str, generation: int, member_id: str, instance: str | None,
                       api_version: int | None = None) -> int:
+        if self._without_offsets(group_id):
+            return ErrorCode.GROUP_ID_NOT_FOUND
         group = self.groups.groups.get(group_id)
         if group is None or group.is_(E.DEAD):
             return 0 if generation < 0 else ErrorCode.ILLEGAL_GENERATION
@@ -97,6 +103,8 @@ class OffsetManager:
 
     def check_txn_member(self, group_id: str, generation: int, member_id: str, instance: str | None) -> int:
         """Kafka's rule for transactional offset commits (it is laxer than OffsetCommit's)."""
+        if self._without_offsets(group_id):
+            return ErrorCode.GROUP_ID_NOT_FOUND
         group = self.groups.groups.get(group_id)
         if group is None:
             return 0

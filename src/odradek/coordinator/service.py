@@ -111,7 +111,8 @@ class Coordinator:
         self.consumer_groups.group_config = self.share_groups.group_config
         self.offsets = OffsetManager(self.groups, self.store, self.log.append, partition_exists,
                                      config.int("offset.metadata.max.bytes"),
-                                     config.int("offsets.retention.minutes") * 60_000)
+                                     config.int("offsets.retention.minutes") * 60_000,
+                                     without_offsets=self.share_groups.groups.__contains__)
         self.check_interval_ms = config.int("offsets.retention.check.interval.ms")
         self.loaded: set[int] = set()
         # producer id -> offsets its open transaction committed (TxnOffsetCommit), with their partition

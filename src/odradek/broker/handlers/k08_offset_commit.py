@@ -75,8 +75,6 @@ def _offset_commit(ctx: RequestContext, request: dict):
                 for name, parts in refused]}
     if not ctx.broker.coordinator.owns(request["group_id"]):
         return _refused(topics, ErrorCode.NOT_COORDINATOR)
-    if request["group_id"] in ctx.broker.coordinator.share_groups.groups:
-        return _refused(topics, ErrorCode.GROUP_ID_NOT_FOUND)
     errors, durable = ctx.broker.coordinator.offsets.commit(
         request["group_id"], request["generation_id_or_member_epoch"] if version >= 1 else -1,
         request["member_id"] if version >= 1 else "", request["group_instance_id"] if version >= 7 else None,

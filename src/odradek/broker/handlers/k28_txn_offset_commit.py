@@ -11,7 +11,8 @@ INVALID_PRODUCER_ID_MAPPING for an unknown id, COORDINATOR_NOT_AVAILABLE while t
 cannot be asked. v5 (transactions v2, KIP-890): the producer sent no AddOffsetsToTxn, so the group coordinator
 adds the group's partition to the transaction itself instead of asking.
 Errors (for every partition): INVALID_GROUP_ID, NOT_COORDINATOR (another broker coordinates the group),
-the transaction errors above; v3+ check the member as Kafka does for transactional commits:
+GROUP_ID_NOT_FOUND (the id of a share group, which has no committed offsets; as Kafka 4.4), the transaction
+errors above; v3+ check the member as Kafka does for transactional commits:
 UNKNOWN_MEMBER_ID (a non-empty member id the group lacks), ILLEGAL_GENERATION (a generation >= 0 that is
 not the group's), FENCED_INSTANCE_ID. Per partition: UNKNOWN_TOPIC_OR_PARTITION, OFFSET_METADATA_TOO_LARGE.
 v2+ carry the leader epoch.
