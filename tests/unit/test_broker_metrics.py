@@ -3,10 +3,10 @@ and the metrics.listen property's check."""
 
 from __future__ import annotations
 
-from odradek.broker.metrics import FETCH_FOLLOWER, Histogram, count_errors, error_name, request_name
+from odradek.broker.metrics import FETCH_FOLLOWER, Histogram, count_errors, request_name
 from odradek.config import BROKER_PROPERTIES
 from odradek.protocol.api_keys import ApiKey
-from odradek.protocol.errors import ErrorCode
+from odradek.protocol.errors import ErrorCode, error_name
 
 
 def test_count_errors_walks_topics_and_partitions_not_records():
@@ -40,7 +40,7 @@ def test_names():
     assert request_name(ApiKey.FETCH) == "FetchConsumer"
     assert request_name(FETCH_FOLLOWER) == "FetchFollower"
     assert error_name(ErrorCode.NOT_LEADER_OR_FOLLOWER) == "NOT_LEADER_OR_FOLLOWER"
-    assert error_name(9999) == "9999"
+    assert error_name(9999) == "error 9999"
 
 
 def test_metrics_listen_property():

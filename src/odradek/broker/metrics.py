@@ -28,7 +28,7 @@ from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, ProcessCol
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily
 
 from odradek.protocol.api_keys import ApiKey
-from odradek.protocol.errors import ErrorCode
+from odradek.protocol.errors import error_name
 
 if TYPE_CHECKING:
     from odradek.broker.core import Broker, RequestContext
@@ -80,13 +80,6 @@ def request_name(key: int) -> str:
     except ValueError:
         return str(key)
     return "".join(part.capitalize() for part in name.split("_"))
-
-
-def error_name(code: int) -> str:
-    try:
-        return ErrorCode(code).name
-    except ValueError:
-        return str(code)
 
 
 def count_errors(body: dict, errors: dict, key: tuple[int, int]) -> None:

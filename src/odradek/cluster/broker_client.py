@@ -42,7 +42,7 @@ from odradek.net.framing import FrameReader, FrameTooLarge
 from odradek.net.sasl_client import SaslClientSettings, SaslLoginFailed
 from odradek.protocol import codec
 from odradek.protocol.api_keys import ApiKey
-from odradek.protocol.errors import ErrorCode
+from odradek.protocol.errors import ErrorCode, error_name
 
 log = logging.getLogger(__name__)
 
@@ -56,13 +56,6 @@ REAUTH_DRAIN_TIMEOUT_S = 30.0  # re-authentication waits this long at most for t
 
 class BrokerUnavailable(ConnectionError):
     """The other broker could not be reached, or did not answer in time."""
-
-
-def _error_name(code: int) -> str:
-    try:
-        return ErrorCode(code).name
-    except ValueError:
-        return f"error {code}"
 
 
 class _ResponseReader(asyncio.BufferedProtocol):
@@ -223,7 +216,7 @@ class BrokerClient:
                                       {"mechanism": sasl.mechanism}, timeout_s)
         if answer["error_code"] != ErrorCode.NONE:
             offered = ", ".join(answer.get("mechanisms") or []) or "none"
-            raise self._login_failed(f"{_error_name(answer['error_code'])}: the listener offers {offered}")
+            raise self._login_failed(f"{error_name(answer['error_code'])}: the listener offers {offered}")
         mechanism = sasl.start()
         token: bytes | None = mechanism.first()
         steps = 0
@@ -234,7 +227,7 @@ class BrokerClient:
             answer = await self._exchange(transport, ApiKey.SASL_AUTHENTICATE, SASL_AUTHENTICATE_VERSION,
                                           {"auth_bytes": token}, timeout_s)
             if answer["error_code"] != ErrorCode.NONE:
-                raise self._login_failed(f"{_error_name(answer['error_code'])}: "
+                raise self._login_failed(f"{error_name(answer['error_code'])}: "
                                          f"{answer.get('error_message') or 'no message'}")
             try:
                 token = mechanism.step(bytes(answer.get("auth_bytes") or b""))

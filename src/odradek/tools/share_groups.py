@@ -15,9 +15,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from odradek.protocol.api_keys import ApiKey
-from odradek.protocol.errors import ErrorCode
+from odradek.protocol.errors import ErrorCode, error_name
 from odradek.tools.common import ToolError
-from odradek.tools.wire import BrokerConnection, coordinator_connection, error_name
+from odradek.tools.wire import BrokerConnection, coordinator_connection
 
 SHARE_TYPE = "share"
 LIST_GROUPS_WITH_TYPES = 5  # ListGroups v5 (KIP-848) carries the group type and takes a type filter

@@ -25,7 +25,7 @@ from typing import Any
 
 from odradek.protocol import codec
 from odradek.protocol.api_keys import ApiKey
-from odradek.protocol.errors import ErrorCode
+from odradek.protocol.errors import error_name
 from odradek.tools.common import ToolError
 
 SASL_MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")
@@ -37,13 +37,6 @@ COORDINATOR_GROUP = 0  # FindCoordinator key_type of a group
 class Unsupported(ToolError):
     """The broker lacks the API (in every version this client knows), or the connection settings ask for what
     this client cannot do (a SASL mechanism other than PLAIN/SCRAM, a keystore)."""
-
-
-def error_name(code: int) -> str:
-    try:
-        return ErrorCode(code).name
-    except ValueError:
-        return f"error {code}"
 
 
 def parse_address(address: str) -> tuple[str, int]:
