@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import random
 import struct
 import threading
 from pathlib import Path
@@ -410,7 +411,9 @@ def test_recovery_cuts_a_torn_last_batch(pdir: Path) -> None:
     plog.close()
 
 
-@pytest.mark.parametrize("garbage", [b"\x00" * 4096, os.urandom(500), make_batch(1)[:40], b"\xff" * 61])
+# the random bytes are seeded: pytest-xdist's workers must collect the same test ids
+@pytest.mark.parametrize("garbage", [b"\x00" * 4096, random.Random(500).randbytes(500), make_batch(1)[:40], b"\xff" * 61],
+                         ids=["zeros", "random", "torn-batch", "ones"])
 def test_recovery_cuts_garbage_after_the_last_batch(pdir: Path, garbage: bytes) -> None:
     plog, _ = fill(pdir)
     end = plog.log_end_offset
