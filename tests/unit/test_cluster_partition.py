@@ -21,7 +21,7 @@ import pytest
 
 from odradek.cluster.metadata import MetadataCache, PartitionInfo
 from odradek.cluster.partition import NotLeaderError, Partition, ReplicationError, durable_and_committed
-from odradek.cluster.replica_manager import (HW_CHECKPOINT_FILE, PartitionStateChange, ReplicaManager,
+from odradek.cluster.replica_manager import (HW_CHECKPOINT_FILE, IsrWritten, PartitionStateChange, ReplicaManager,
                                              encode_hw_checkpoint, read_hw_checkpoint)
 from odradek.protocol.errors import ErrorCode
 from odradek.records.batch import iter_batches, validate_v2
@@ -756,16 +756,17 @@ def test_a_restarted_leader_with_an_isr_of_one_exposes_its_log_end(tmp_path: Pat
 
 class IsrWriterStub:
     """The ZooKeeper write seam: records (topic, partition, new ISR, zk_version it was based on) and answers
-    the new znode version (the old one + 1), or what ``answer`` says; waits for ``gate`` when it is set."""
+    the new znode version (the old one + 1) with the new ISR, or what ``answer`` says; waits for ``gate`` when
+    it is set."""
 
-    def __init__(self, answer: Callable[[Partition, list[int]], int | None] | None = None) -> None:
+    def __init__(self, answer: Callable[[Partition, list[int]], IsrWritten | None] | None = None) -> None:
         self.calls: list[tuple[str, int, list[int], int]] = []
         self.finished = 0
         self.answer = answer
         self.gate: asyncio.Event | None = None
         self.error: Exception | None = None
 
-    async def __call__(self, partition: Partition, isr: list[int]) -> int | None:
+    async def __call__(self, partition: Partition, isr: list[int]) -> IsrWritten | None:
         self.calls.append((partition.topic, partition.index, list(isr), partition.zk_version))
         if self.gate is not None:
             await self.gate.wait()
@@ -774,7 +775,7 @@ class IsrWriterStub:
             raise self.error
         if self.answer is not None:
             return self.answer(partition, isr)
-        return partition.zk_version + 1
+        return IsrWritten(partition.zk_version + 1, list(isr))
 
 
 async def until(predicate: Callable[[], object], timeout: float = 5.0, message: str = "condition") -> None:
@@ -889,6 +890,34 @@ def test_an_isr_write_refused_by_zookeeper_changes_nothing(broker: Broker) -> No
         assert partition.isr == [1, 2] and partition.zk_version == 3
         broker.rm.maintain_isr()  # not stuck: tried again (until the controller's LeaderAndIsr arrives)
         await until(lambda: len(writer.calls) == 2, message="the second ISR write")
+
+    run(scenario)
+
+
+def test_a_leader_holding_an_old_znode_version_takes_the_znodes_state(broker: Broker) -> None:
+    """The write met a newer znode that still names this broker leader at the same epoch (its own earlier
+    write landed after a LeaderAndIsr carried the older version): the leader takes the znode's version and
+    ISR, and its next change is based on that version instead of failing forever."""
+    first = [True]
+
+    def answer(partition: Partition, isr: list[int]) -> IsrWritten | None:
+        if first.pop() if first else False:
+            return IsrWritten(7, [1, 2])  # the znode: version 7, the ISR unchanged
+        return IsrWritten(partition.zk_version + 1, list(isr))
+
+    writer = IsrWriterStub(answer=answer)
+    broker.rm.isr_writer = writer
+
+    async def scenario() -> None:
+        broker.apply(1, change(1, 0, [1, 2], [1, 2], zk_version=3))
+        partition = broker.rm.partition("t", 0)
+        partition.followers[2].last_caught_up_ms = wall_ms() - 60_000
+        broker.rm.maintain_isr()
+        await until(lambda: not partition.isr_change_pending, message="the ISR write")
+        assert (partition.isr, partition.zk_version) == ([1, 2], 7)
+        broker.rm.maintain_isr()
+        await until(lambda: partition.isr == [1], message="the shrink on the right version")
+        assert writer.calls[-1] == ("t", 0, [1], 7) and partition.zk_version == 8
 
     run(scenario)
 

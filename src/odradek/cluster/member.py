@@ -48,7 +48,7 @@ from odradek.cluster.controller import broker_changes
 from odradek.cluster.fetcher import FetcherSettings, ReplicaFetcherManager, ReplicationThrottle
 from odradek.cluster.metadata import LEADER_DURING_DELETE, BrokerInfo, PartitionInfo
 from odradek.cluster.partition import Partition
-from odradek.cluster.replica_manager import PartitionStateChange
+from odradek.cluster.replica_manager import IsrWritten, PartitionStateChange
 from odradek.cluster.topics import INTERNAL_TOPICS, Topic
 from odradek.cluster.zk import (BadVersionError, ConnectionLoss, NodeExistsError, NoNodeError, SessionExpiredError,
                                 ZkClient)
@@ -615,15 +615,25 @@ class ClusterMember:
 
     # -- ISR changes of partitions led here ---------------------------------------------------------------
 
-    async def _write_isr(self, partition: Partition, isr: list[int]) -> int | None:
-        """Write the leader's new ISR to the partition's state znode (conditionally); its new version, or
-        None when the znode moved on (the controller decided something newer)."""
+    async def _write_isr(self, partition: Partition, isr: list[int]) -> IsrWritten | None:
+        """Write the leader's new ISR to the partition's state znode (conditionally on the version it holds).
+        Written: its new version and ``isr``. The znode moved on but still names this broker leader at the
+        same leader epoch (its ISR written by another hand, or this broker holding a version older than the
+        znode's, e.g. from a LeaderAndIsr the controller built before a write of ours landed): the znode's
+        version and ISR, which the leader takes, so its next change is conditional on the right version
+        (without this it would fail forever: Kafka's KAFKA-2729). None: the controller decided something
+        newer; its LeaderAndIsr will say what."""
+        path = L.partition_state_path(partition.topic, partition.index)
         state = L.PartitionState(self.broker_id, partition.leader_epoch, isr, partition.controller_epoch,
                                  partition.zk_version)
         try:
-            stat = await self.zk.set(L.partition_state_path(partition.topic, partition.index),
-                                     L.encode_partition_state(state), partition.zk_version)
+            stat = await self.zk.set(path, L.encode_partition_state(state), partition.zk_version)
         except (BadVersionError, NoNodeError):
+            found = await self._partition_state_or_none(path)
+            if found is not None and found.leader == self.broker_id and found.leader_epoch == partition.leader_epoch:
+                log.info("%s-%d: the state in ZooKeeper is at version %d (ours was %d), ISR %s; taking it",
+                         partition.topic, partition.index, found.zk_version, partition.zk_version, found.isr)
+                return IsrWritten(found.zk_version, found.isr)
             log.info("%s-%d: the state changed in ZooKeeper; not changing the ISR", partition.topic, partition.index)
             return None
         except (ConnectionLoss, SessionExpiredError) as exc:
@@ -634,7 +644,14 @@ class ClusterMember:
             return None
         await self.zk.create(f"{L.ISR_CHANGES}/{L.ISR_CHANGE_PREFIX}",
                              L.encode_isr_change([(partition.topic, partition.index)]), sequence=True)
-        return stat.version
+        return IsrWritten(stat.version, isr)
+
+    async def _partition_state_or_none(self, path: str) -> L.PartitionState | None:
+        try:
+            found = await self.zk.get_or_none(path)
+        except (ConnectionLoss, SessionExpiredError):
+            return None
+        return L.decode_partition_state(found[0], found[1].version) if found is not None else None
 
     def _follower_appended(self, partition: Partition) -> None:
         self.broker.notify_append(partition.topic, partition.index)

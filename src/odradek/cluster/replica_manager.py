@@ -65,7 +65,16 @@ class PartitionStateChange:
     is_new: bool = False
 
 
-IsrWriter = Callable[[Partition, list[int]], Awaitable[int | None]]
+@dataclass(frozen=True)
+class IsrWritten:
+    """What the partition's state znode holds after a leader's ISR write: its version and ISR (the leader's
+    new ISR, or the one found there when the write met a newer version under the same leadership)."""
+
+    version: int
+    isr: list[int]
+
+
+IsrWriter = Callable[[Partition, list[int]], Awaitable[IsrWritten | None]]
 
 
 def now_ms() -> int:
@@ -284,21 +293,24 @@ class ReplicaManager:
 
     async def _write_isr(self, partition: Partition, new_isr: list[int], epoch: int, zk_version: int) -> None:
         try:
-            version = await self.isr_writer(partition, new_isr)
+            written = await self.isr_writer(partition, new_isr)
         except Exception:
             log.exception("%s-%d: writing the ISR failed", partition.topic, partition.index)
-            version = None
+            written = None
         if partition.leader_epoch != epoch or partition.zk_version != zk_version or not partition.is_leader:
             return  # a LeaderAndIsr came meanwhile: it is the newer truth
-        if version is None:
+        if written is None:
             partition.abort_isr_change()
             return  # the znode moved on (the controller decided something): wait for its LeaderAndIsr
+        if written.isr != new_isr:  # not our change: the znode's state, taken as it is (tried again next tick)
+            partition.set_isr(written.isr, written.version)
+            return
         log.info("%s-%d: ISR now %s", partition.topic, partition.index, new_isr)
         if len(new_isr) < len(partition.isr):
             self.isr_shrinks += 1
         elif len(new_isr) > len(partition.isr):
             self.isr_expands += 1
-        partition.set_isr(new_isr, version)
+        partition.set_isr(new_isr, written.version)
 
     # -- periodic -------------------------------------------------------------------------------------
 
