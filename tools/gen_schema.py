@@ -468,6 +468,13 @@ def write_errors(src, out_dir):
     for code, name, retr, msg in rows:
         el.append(f"    {code}: ({retr}, {msg!r}),")
     el += ["}", "", "",
+           "def error_name(code: int) -> str:",
+           '    """Kafka\'s name of an error code (NOT_LEADER_OR_FOLLOWER), or "error N" for a code this table lacks."""',
+           "    try:",
+           "        return ErrorCode(code).name",
+           "    except ValueError:",
+           '        return f"error {code}"',
+           "", "",
            "def is_retriable(code):",
            "    info = ERROR_INFO.get(code)",
            "    return bool(info and info[0])",
