@@ -22,6 +22,7 @@ is expired in seconds. Waits are conditions with deadlines; every loop is bounde
 
 from __future__ import annotations
 
+import faulthandler
 import os
 import signal
 import subprocess
@@ -238,7 +239,21 @@ class Tracked:
         if not self.closed:
             self.closed = True
             self.commit()
+            self.leave()
             close_bounded(self.consumer)
+
+    def leave(self, seconds: float = 5.0) -> None:
+        """Unsubscribe and poll until the assignment is revoked, so that close() finds no rebalance to serve:
+        librdkafka's close can hang in the rebalance callback's assign (confluentinc/librdkafka#4884), and
+        confluent-kafka holds the GIL there, which no thread of this process can then bound."""
+        try:
+            self.consumer.unsubscribe()
+            for _ in bounded(200, seconds):
+                self.consumer.consume(500, 0.05)
+                if not self.consumer.assignment():
+                    break
+        except KafkaException:  # a consumer already broken by the test: close() reports nothing either
+            pass
 
 
 CLOSE_TIMEOUT_S = 30.0
@@ -261,8 +276,14 @@ def close_bounded(consumer: Consumer) -> None:
                 failure.append(err if isinstance(err, BaseException) else RuntimeError(repr(err)))
 
     closer = threading.Thread(target=run, name="consumer-close", daemon=True)
-    closer.start()
-    closer.join(CLOSE_TIMEOUT_S)
+    # should close() hang holding the GIL, neither this thread nor pytest-timeout runs again: faulthandler's
+    # own thread then dumps every stack and ends the worker, which fails the test instead of hanging the run
+    faulthandler.dump_traceback_later(CLOSE_TIMEOUT_S + 30.0, exit=True)
+    try:
+        closer.start()
+        closer.join(CLOSE_TIMEOUT_S)
+    finally:
+        faulthandler.cancel_dump_traceback_later()
     if failure:
         raise failure[0]
 
