@@ -187,10 +187,14 @@ class KafkaReference:
 
     def __init__(self, libs: Path | None = None, port: int | None = None, settings: dict[str, str] | None = None,
                  work_dir: Path | None = None, keep: bool = False, java: str | None = None,
-                 heap: str = HEAP, jvm_options: tuple[str, ...] = JVM_OPTIONS) -> None:
+                 heap: str = HEAP, jvm_options: tuple[str, ...] = JVM_OPTIONS, cluster_id: str | None = None,
+                 controller_port: int | None = None) -> None:
         self.libs = libs or install_status().libs
         self.port = port or free_port()
-        self.controller_port = free_port()
+        # several processes make one cluster when they share a cluster id and their settings name each other's
+        # node.id and controller.quorum.voters (bench/cluster.py --broker kafka)
+        self.controller_port = controller_port or free_port()
+        self.cluster_id = cluster_id or random_cluster_id()
         self.settings = dict(settings or {})
         self.keep = keep
         self.java = java or shutil.which("java") or "java"
@@ -231,7 +235,7 @@ class KafkaReference:
         props.write_text(server_properties(self.port, self.controller_port, self.work_dir / "data", self.settings))
         (self.work_dir / "log4j2.properties").write_text(LOG4J2.format(log=self.log_path))
         # --cluster-id=ID, not -t ID: one random id in 64 begins with "-", which argparse takes for an option
-        fmt = subprocess.run(self._java("kafka.tools.StorageTool", "format", f"--cluster-id={random_cluster_id()}",
+        fmt = subprocess.run(self._java("kafka.tools.StorageTool", "format", f"--cluster-id={self.cluster_id}",
                                         "-c", str(props), "--ignore-formatted"),
                              capture_output=True, text=True, timeout=timeout)
         if fmt.returncode != 0:
