@@ -26,7 +26,6 @@ failure becomes an n/a cell with the reason.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import shutil
 import signal
@@ -47,7 +46,7 @@ from odradek.cli import parse_setting  # as `odradek serve --set` reads it
 import brokers
 import compare
 from compare import LATENCY_RATE, SIZES, log, short
-from workloads import ClientLog, CpuMeter, create_topic, latency, machine
+from workloads import ClientLog, CpuMeter, create_topic, latency, machine, write_results
 
 BROKERS = 3
 PARTITIONS = 8
@@ -123,9 +122,14 @@ class Cluster:
                                       lambda port, data: brokers.odradek_command(port, data) + extra,
                                       tempfile.gettempdir())
 
+        self.start_all({bid: spec(bid) for bid in range(1, BROKERS + 1)})
+
+    def start_all(self, specs: dict[int, brokers.BrokerSpec]) -> None:
+        """Start a broker per spec, all at once (a broker of a quorum waits for the others), then wait until
+        the cluster is ready; RuntimeError, with every broker stopped, if one does not start or it is not."""
         self.brokers: dict[int, brokers.BrokerProcess] = {}
-        with ThreadPoolExecutor(BROKERS) as pool:
-            started = {bid: pool.submit(brokers.BrokerProcess, spec(bid)) for bid in range(1, BROKERS + 1)}
+        with ThreadPoolExecutor(len(specs)) as pool:
+            started = {bid: pool.submit(brokers.BrokerProcess, spec) for bid, spec in specs.items()}
         errors = []
         for bid, future in started.items():
             try:
@@ -228,6 +232,28 @@ class Cluster:
             b.stop()
         os.sync()
         time.sleep(0.5)
+
+
+def start_zookeeper():
+    """Debian's ZooKeeper (odradek.tools.zookeeper), started in a temp dir of its own for a part of the
+    benchmark (stop_zookeeper() removes it); RuntimeError with the reason if it cannot run here or start."""
+    from odradek.tools.zookeeper import ZooKeeperServer, zookeeper_unavailable
+
+    why = zookeeper_unavailable()
+    if why:
+        raise RuntimeError(f"ZooKeeper cannot run here: {why}")
+    zk = ZooKeeperServer(tempfile.mkdtemp(prefix="bench-zookeeper-"))
+    try:
+        zk.start()
+    except Exception as exc:  # a ZooKeeperError, or java failing otherwise: the part is n/a, the run goes on
+        stop_zookeeper(zk)
+        raise RuntimeError(f"ZooKeeper did not start: {short(exc)}") from exc
+    return zk
+
+
+def stop_zookeeper(zk) -> None:
+    zk.stop()
+    shutil.rmtree(zk.data_dir, ignore_errors=True)
 
 
 # --------------------------------------------------------------------------------------------------
@@ -472,8 +498,6 @@ def turn(kind: str, zk, cfg: compare.Config, res: dict, rnd: int, deadline: floa
 def run(cfg: compare.Config, settings: Settings) -> dict:
     """The cluster part: rounds of both configurations' throughput rows (round 1 with latency), the failover
     trials after round 1. Later rounds start only if they fit in what is left of settings.budget_s."""
-    from odradek.tools.zookeeper import ZooKeeperServer, zookeeper_unavailable
-
     t0 = time.monotonic()
     deadline = t0 + settings.budget_s
     result = {"brokers": BROKERS, "partitions": PARTITIONS, "settings": dict(CLUSTER_SETTINGS),
@@ -484,16 +508,10 @@ def run(cfg: compare.Config, settings: Settings) -> dict:
                                  "latency_idempotent": None, "loadavg_1m_at_start": [], "round_s": []}
                           for kind in (SINGLE, CLUSTER)},
               "failover": None, "error": None, "loadavg_1m_at_start": round(os.getloadavg()[0], 2)}
-    why = zookeeper_unavailable()
-    if why:
-        result["error"] = f"ZooKeeper cannot run here: {why}"
-        return result
-    zk_dir = tempfile.mkdtemp(prefix="bench-zookeeper-")
-    zk = ZooKeeperServer(zk_dir)
     try:
-        zk.start()
-    except Exception as exc:  # a ZooKeeperError, or java failing otherwise: the part is n/a, the run goes on
-        result["error"] = f"ZooKeeper did not start: {short(exc)}"
+        zk = start_zookeeper()
+    except RuntimeError as exc:
+        result["error"] = str(exc)
         return result
     result["zookeeper"] = {"connect": zk.connect_string, "tick_time_ms": zk.tick_time_ms}
     configs = result["configs"]
@@ -521,8 +539,7 @@ def run(cfg: compare.Config, settings: Settings) -> dict:
                     f"({time.monotonic() - t0:.0f} s into the part)")
                 run_failover(zk, settings.trials, deadline, result)
     finally:
-        zk.stop()
-        shutil.rmtree(zk_dir, ignore_errors=True)
+        stop_zookeeper(zk)
     for c in configs.values():
         for entry in c["throughput"].values():
             entry["median"] = compare.median_over_rounds(entry["rounds"])
@@ -718,14 +735,8 @@ def main() -> int:
               f"average (1 min) at start {info['loadavg_1m']}\n- machine: {info['nproc']} cores, {info['platform']}, "
               f"Python {info['python']}\n- client: confluent-kafka {info['confluent_kafka']} / librdkafka "
               f"{info['librdkafka']}; {cfg.clients} client processes per throughput row\n\n" + render(result))
-    print(report)
-    os.makedirs(args.out_dir, exist_ok=True)
-    with open(os.path.join(args.out_dir, "cluster.md"), "w") as fh:
-        fh.write(report)
-    with open(os.path.join(args.out_dir, "cluster.json"), "w") as fh:
-        json.dump({"machine": info, "quick": args.quick, "clients": cfg.clients, "cluster": result}, fh, indent=2,
-                  default=str)
-    log(f"wrote {os.path.join(args.out_dir, 'cluster.md')} and cluster.json")
+    write_results(args.out_dir, "cluster", report,
+                  {"machine": info, "quick": args.quick, "clients": cfg.clients, "cluster": result})
     return 0
 
 

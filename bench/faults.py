@@ -30,7 +30,6 @@ min.insync.replicas=2, replication factor 3), with the clients in this process:
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import shutil
 import signal
@@ -48,7 +47,7 @@ import brokers
 import cluster as bench_cluster
 import compare
 from compare import log, short
-from workloads import create_topic, machine
+from workloads import create_topic, machine, write_results
 
 ROLLING_PARTITIONS = 6
 ROLLING_BASELINE_S = 5.0
@@ -241,24 +240,16 @@ def catch_up(cluster: bench_cluster.Cluster, megabytes: int) -> dict:
 
 def run(cfg: compare.Config | None, settings: Settings) -> dict:
     """The whole part; nothing raises past one measurement (a failure is its n/a with the reason)."""
-    from odradek.tools.zookeeper import ZooKeeperServer, zookeeper_unavailable
-
     t0 = time.monotonic()
     deadline = t0 + settings.budget_s
     result: dict = {"trials": settings.trials, "settings": dict(bench_cluster.CLUSTER_SETTINGS),
                     "session_timeout_ms": bench_cluster.SESSION_TIMEOUT_MS, "kill": [], "partition": [],
                     "partition_na": None, "rolling": None, "catch_up": None, "error": None,
                     "loadavg_1m_at_start": round(os.getloadavg()[0], 2)}
-    why = zookeeper_unavailable()
-    if why:
-        result["error"] = f"ZooKeeper cannot run here: {why}"
-        return result
-    zk_dir = tempfile.mkdtemp(prefix="bench-zookeeper-")
-    zk = ZooKeeperServer(zk_dir)
     try:
-        zk.start()
-    except Exception as exc:  # noqa: BLE001 - the part is n/a, the run goes on
-        result["error"] = f"ZooKeeper did not start: {short(exc)}"
+        zk = bench_cluster.start_zookeeper()
+    except RuntimeError as exc:
+        result["error"] = str(exc)
         return result
     try:
         if settings.parts - {"partition"}:
@@ -273,10 +264,9 @@ def run(cfg: compare.Config | None, settings: Settings) -> dict:
                 cluster.stop()
         if "partition" in settings.parts:
             log(f"== fault part: network partitions ({time.monotonic() - t0:.0f} s into the part)")
-            run_partition_trials(zk_dir, settings, deadline, result)
+            run_partition_trials(str(zk.data_dir), settings, deadline, result)
     finally:
-        zk.stop()
-        shutil.rmtree(zk_dir, ignore_errors=True)
+        bench_cluster.stop_zookeeper(zk)
     result["wall_s"] = time.monotonic() - t0
     return result
 
@@ -484,13 +474,7 @@ def main() -> int:
     report = (f"# odradek fault benchmark{' (--quick)' if args.quick else ''}\n\n- date: {info['date']}\n"
               f"- machine: {info['nproc']} cores, {info['platform']}, Python {info['python']}\n"
               f"- client: confluent-kafka {info['confluent_kafka']} / librdkafka {info['librdkafka']}\n\n" + render(result))
-    print(report)
-    os.makedirs(args.out_dir, exist_ok=True)
-    with open(os.path.join(args.out_dir, "faults.md"), "w") as fh:
-        fh.write(report)
-    with open(os.path.join(args.out_dir, "faults.json"), "w") as fh:
-        json.dump({"machine": info, "quick": args.quick, "faults": result}, fh, indent=2, default=str)
-    log(f"wrote {os.path.join(args.out_dir, 'faults.md')} and faults.json")
+    write_results(args.out_dir, "faults", report, {"machine": info, "quick": args.quick, "faults": result})
     return 0
 
 

@@ -19,19 +19,17 @@ at once for the cluster; a configuration that cannot start is reported and the r
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import sys
 import tempfile
 import time
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import brokers
 import cluster
 import compare
 from compare import log, short
-from workloads import create_topic, machine
+from workloads import create_topic, machine, write_results
 
 KAFKA_SINGLE, KAFKA_CLUSTER = "kafka-single", "kafka-cluster"
 ODRADEK_SINGLE, ODRADEK_CLUSTER = "odradek-single", "odradek-cluster"
@@ -72,23 +70,7 @@ class KafkaCluster(cluster.Cluster):
             return brokers.BrokerSpec(f"kafka-cluster-{bid}", f"Kafka cluster broker {bid}", "", command,
                                       tempfile.gettempdir(), start_timeout_s=brokers.KAFKA_START_TIMEOUT_S)
 
-        self.brokers: dict[int, brokers.BrokerProcess] = {}
-        with ThreadPoolExecutor(cluster.BROKERS) as pool:
-            started = {bid: pool.submit(brokers.BrokerProcess, spec(bid)) for bid in ids}
-        errors = []
-        for bid, future in started.items():
-            try:
-                self.brokers[bid] = future.result()
-            except (RuntimeError, OSError) as exc:
-                errors.append(f"broker {bid}: {exc}")
-        if errors:
-            self.stop()
-            raise RuntimeError("; ".join(errors))
-        try:
-            self.wait_ready()
-        except RuntimeError:
-            self.stop()
-            raise
+        self.start_all({bid: spec(bid) for bid in ids})
 
     def wait_ready(self) -> int:
         """Every broker lists every broker. (A KRaft broker names some live broker as the controller in
@@ -135,8 +117,6 @@ def turn(kind: str, zk, libs: str | None, cfg: compare.Config, res: dict, rnd: i
 
 
 def run(cfg: compare.Config, rounds: int, with_odradek: bool) -> dict:
-    from odradek.tools.zookeeper import ZooKeeperServer, zookeeper_unavailable
-
     peer = brokers.kafka_peer()
     result = {"kafka_version": peer["kafka_version"], "rounds": rounds, "error": None,
               "configs": {kind: {"throughput": {}} for pair in PAIRS for kind in pair}}
@@ -144,15 +124,13 @@ def run(cfg: compare.Config, rounds: int, with_odradek: bool) -> dict:
         result["error"] = f"Apache Kafka cannot run: {peer['kafka_error']}"
         return result
     kinds = [KAFKA_SINGLE, KAFKA_CLUSTER] + ([ODRADEK_SINGLE, ODRADEK_CLUSTER] if with_odradek else [])
-    zk = zk_dir = None
+    zk = None
     if with_odradek:
-        why = zookeeper_unavailable()
-        if why:
-            result["error"] = f"ZooKeeper cannot run here: {why}"
+        try:
+            zk = cluster.start_zookeeper()
+        except RuntimeError as exc:
+            result["error"] = str(exc)
             return result
-        zk_dir = tempfile.mkdtemp(prefix="bench-zookeeper-")
-        zk = ZooKeeperServer(zk_dir)
-        zk.start()
     deadline = time.monotonic() + 3600.0
     try:
         for rnd in range(1, rounds + 1):
@@ -161,9 +139,7 @@ def run(cfg: compare.Config, rounds: int, with_odradek: bool) -> dict:
                 turn(kind, zk, peer["kafka_libs"], cfg, result["configs"][kind], rnd, deadline)
     finally:
         if zk is not None:
-            zk.stop()
-            import shutil
-            shutil.rmtree(zk_dir, ignore_errors=True)
+            cluster.stop_zookeeper(zk)
     for c in result["configs"].values():
         for entry in c["throughput"].values():
             entry["median"] = compare.median_over_rounds(entry["rounds"])
@@ -220,12 +196,7 @@ def main() -> int:
               f"start {info['loadavg_1m']}\n- machine: {info['nproc']} cores, {info['platform']}\n- client: "
               f"confluent-kafka {info['confluent_kafka']} / librdkafka {info['librdkafka']}; {cfg.clients} client "
               f"processes per row\n\n" + render(result))
-    print(report)
-    os.makedirs(args.out_dir, exist_ok=True)
-    with open(os.path.join(args.out_dir, "kafka_cluster.md"), "w") as fh:
-        fh.write(report)
-    with open(os.path.join(args.out_dir, "kafka_cluster.json"), "w") as fh:
-        json.dump({"machine": info, "clients": cfg.clients, "result": result}, fh, indent=2, default=str)
+    write_results(args.out_dir, "kafka_cluster", report, {"machine": info, "clients": cfg.clients, "result": result})
     return 0
 
 

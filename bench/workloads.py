@@ -12,6 +12,7 @@ import argparse
 import datetime
 import logging
 import multiprocessing
+import json
 import os
 import platform
 import queue
@@ -160,6 +161,17 @@ class CpuMeter:
         if self.broker0 is not None and broker1 is not None:
             out["broker_cpu_s"] = broker1 - self.broker0
         return out
+
+
+def write_results(out_dir: str, stem: str, report: str, figures: dict) -> None:
+    """Print `report` and keep it as `out_dir`/`stem`.md, with `figures` as `stem`.json (bench/results/)."""
+    print(report)
+    os.makedirs(out_dir, exist_ok=True)
+    with open(os.path.join(out_dir, f"{stem}.md"), "w") as fh:
+        fh.write(report)
+    with open(os.path.join(out_dir, f"{stem}.json"), "w") as fh:
+        json.dump(figures, fh, indent=2, default=str)
+    print(f"wrote {os.path.join(out_dir, stem + '.md')} and {stem}.json", file=sys.stderr)
 
 
 def cpu_seconds(pid: int | tuple[int, ...]) -> float | None:
