@@ -877,16 +877,23 @@ def test_follower_fetched_wakes_waiters_when_the_hw_moves(broker: Broker) -> Non
     run(scenario)
 
 
+async def shrink_attempted(broker: Broker) -> Partition:
+    """Broker 1 leads t-0 (ISR [1, 2], znode version 3) and follower 2 last caught up a minute ago:
+    maintain_isr() tries to shrink the ISR to [1]; returns the partition once that write has ended."""
+    broker.apply(1, change(1, 0, [1, 2], [1, 2], zk_version=3))
+    partition = broker.rm.partition("t", 0)
+    partition.followers[2].last_caught_up_ms = wall_ms() - 60_000
+    broker.rm.maintain_isr()
+    await until(lambda: not partition.isr_change_pending, message="the ISR write")
+    return partition
+
+
 def test_an_isr_write_refused_by_zookeeper_changes_nothing(broker: Broker) -> None:
     writer = IsrWriterStub(answer=lambda partition, isr: None)  # the znode moved on: a newer decision exists
     broker.rm.isr_writer = writer
 
     async def scenario() -> None:
-        broker.apply(1, change(1, 0, [1, 2], [1, 2], zk_version=3))
-        partition = broker.rm.partition("t", 0)
-        partition.followers[2].last_caught_up_ms = wall_ms() - 60_000
-        broker.rm.maintain_isr()
-        await until(lambda: not partition.isr_change_pending, message="the ISR write")
+        partition = await shrink_attempted(broker)
         assert partition.isr == [1, 2] and partition.zk_version == 3
         broker.rm.maintain_isr()  # not stuck: tried again (until the controller's LeaderAndIsr arrives)
         await until(lambda: len(writer.calls) == 2, message="the second ISR write")
@@ -898,22 +905,16 @@ def test_a_leader_holding_an_old_znode_version_takes_the_znodes_state(broker: Br
     """The write met a newer znode that still names this broker leader at the same epoch (its own earlier
     write landed after a LeaderAndIsr carried the older version): the leader takes the znode's version and
     ISR, and its next change is based on that version instead of failing forever."""
-    first = [True]
+    znode = [IsrWritten(7, [1, 2])]  # what the first write meets: version 7, the ISR unchanged
 
     def answer(partition: Partition, isr: list[int]) -> IsrWritten | None:
-        if first.pop() if first else False:
-            return IsrWritten(7, [1, 2])  # the znode: version 7, the ISR unchanged
-        return IsrWritten(partition.zk_version + 1, list(isr))
+        return znode.pop() if znode else IsrWritten(partition.zk_version + 1, list(isr))
 
     writer = IsrWriterStub(answer=answer)
     broker.rm.isr_writer = writer
 
     async def scenario() -> None:
-        broker.apply(1, change(1, 0, [1, 2], [1, 2], zk_version=3))
-        partition = broker.rm.partition("t", 0)
-        partition.followers[2].last_caught_up_ms = wall_ms() - 60_000
-        broker.rm.maintain_isr()
-        await until(lambda: not partition.isr_change_pending, message="the ISR write")
+        partition = await shrink_attempted(broker)
         assert (partition.isr, partition.zk_version) == ([1, 2], 7)
         broker.rm.maintain_isr()
         await until(lambda: partition.isr == [1], message="the shrink on the right version")
@@ -928,11 +929,7 @@ def test_a_failing_isr_write_changes_nothing(broker: Broker) -> None:
     broker.rm.isr_writer = writer
 
     async def scenario() -> None:
-        broker.apply(1, change(1, 0, [1, 2], [1, 2], zk_version=3))
-        partition = broker.rm.partition("t", 0)
-        partition.followers[2].last_caught_up_ms = wall_ms() - 60_000
-        broker.rm.maintain_isr()
-        await until(lambda: not partition.isr_change_pending, message="the ISR write")
+        partition = await shrink_attempted(broker)
         assert partition.isr == [1, 2] and partition.zk_version == 3
 
     run(scenario)
