@@ -10,9 +10,9 @@ from __future__ import annotations
 
 import argparse
 import datetime
+import json
 import logging
 import multiprocessing
-import json
 import os
 import platform
 import queue

@@ -192,7 +192,7 @@ class KafkaReference:
         self.libs = libs or install_status().libs
         self.port = port or free_port()
         # several processes make one cluster when they share a cluster id and their settings name each other's
-        # node.id and controller.quorum.voters (bench/cluster.py --broker kafka)
+        # node.id and controller.quorum.voters (bench/kafka_cluster.py)
         self.controller_port = controller_port or free_port()
         self.cluster_id = cluster_id or random_cluster_id()
         self.settings = dict(settings or {})

@@ -182,4 +182,3 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     for item in items:
         item.add_marker(pytest.mark.xdist_group(groups[id(item)]))
     items.sort(key=lambda item: group_rank(groups[id(item)]))
-
