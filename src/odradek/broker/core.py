@@ -59,6 +59,10 @@ QUOTA_EXEMPT = frozenset({ApiKey.API_VERSIONS, ApiKey.SASL_HANDSHAKE, ApiKey.SAS
                           ApiKey.INITIALIZE_SHARE_GROUP_STATE, ApiKey.READ_SHARE_GROUP_STATE,
                           ApiKey.WRITE_SHARE_GROUP_STATE, ApiKey.DELETE_SHARE_GROUP_STATE,
                           ApiKey.READ_SHARE_GROUP_STATE_SUMMARY})
+# Answered before the broker knows its cluster: the version and login exchange, and the controller's requests,
+# through which it comes to know the cluster. Every other request waits (Broker.knows_cluster).
+SERVED_BEFORE_JOINING = frozenset({ApiKey.API_VERSIONS, ApiKey.SASL_HANDSHAKE, ApiKey.SASL_AUTHENTICATE,
+                                   ApiKey.LEADER_AND_ISR, ApiKey.STOP_REPLICA, ApiKey.UPDATE_METADATA})
 
 
 @dataclass
@@ -99,6 +103,13 @@ class Broker:
         # clients ask the other brokers, which know who leads now. The listener sets drop_connections.
         self.fenced = False
         self.drop_connections: Callable[[], None] = lambda: None
+        # Whether the broker knows its cluster: a single node once its logs are loaded; a cluster member once
+        # registered and told by the controller (an UpdateMetadata naming it), and again after every lost
+        # ZooKeeper session. Until then requests are read and held, not answered from an empty cache: the
+        # listeners must be open, since the controller's own requests come through them. librdkafka takes a
+        # Metadata answer with no brokers at its word and forgets every broker it knew.
+        self.knows_cluster = False
+        self._cluster_known = asyncio.Event()
         data_dir.mkdir(parents=True, exist_ok=True)
         # Broker properties are fixed for the life of the process, so the topic defaults derived from them are
         # computed once; each topic's merged configs are cached until its overrides change (the produce path
@@ -148,6 +159,20 @@ class Broker:
         self.txn_coordinator = self._build_txn_coordinator()
         self.replicas.on_leadership.append(self._coordinator_partition_moved)
         self.cluster.load()
+
+    def cluster_known(self) -> None:
+        """The cluster told this broker what it is (cluster/): held requests go on, new ones are served."""
+        self.knows_cluster = True
+        self._cluster_known.set()
+
+    def cluster_unknown(self) -> None:
+        """What this broker knows of the cluster may be stale (a lost session): hold requests again."""
+        self.knows_cluster = False
+        self._cluster_known.clear()
+
+    async def until_cluster_known(self) -> None:
+        while not self.knows_cluster:
+            await self._cluster_known.wait()
 
     async def start(self) -> None:
         """Join the cluster (cluster mode: ZooKeeper registration); a single node has nothing more to do."""
@@ -404,6 +429,8 @@ class Broker:
             if api_key == ApiKey.API_VERSIONS:
                 return unsupported_api_versions_response(correlation_id)
             raise CloseConnection(f"unsupported api key {api_key} version {version}")
+        if not self.knows_cluster and api_key not in SERVED_BEFORE_JOINING:
+            return asyncio.ensure_future(self._dispatch_once_known(frame, conn))
         try:
             request = codec.decode_request(api_key, version, frame, offset)
         except codec.ProtocolError as exc:
@@ -435,6 +462,12 @@ class Broker:
         response = codec.encode_response(api_key, version, correlation_id, body)
         metrics.finished(ctx, body)
         return response
+
+    async def _dispatch_once_known(self, frame: bytes, conn: "KafkaConnection") -> bytes | list | None:
+        """Dispatch ``frame`` once the broker knows its cluster (the connection reads nothing meanwhile)."""
+        await self.until_cluster_known()
+        slot = self.dispatch(frame, conn)
+        return await slot if isinstance(slot, asyncio.Future) else slot
 
     @staticmethod
     def _throttle(ctx: RequestContext, body: dict | None) -> None:

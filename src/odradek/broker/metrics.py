@@ -172,11 +172,8 @@ class BrokerMetrics:
 
     def is_ready(self) -> bool:
         broker = self.broker
-        if not self.ready or broker.fenced:
-            return False
-        if broker.config.get("zookeeper.connect"):  # registered, and the controller's metadata arrived
-            return broker.node_id in broker.metadata.brokers and broker.metadata.version > 0
-        return True
+        # cluster mode: registered, and the controller's metadata naming this broker arrived
+        return self.ready and not broker.fenced and broker.knows_cluster
 
 
 class BrokerCollector:

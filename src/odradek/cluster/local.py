@@ -76,6 +76,7 @@ class LocalController:
         for name, partitions, configs in internal_topics(broker.config):
             if self.registry.get(name) is None:
                 self.create_topic_now(name, partitions, configs)
+        broker.cluster_known()  # a single node is its own cluster
 
     async def start(self) -> None:
         return None

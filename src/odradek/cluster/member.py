@@ -84,6 +84,10 @@ class ClusterMember:
         self.session_timeout_ms = config.int("zookeeper.session.timeout.ms")
         self.zk: ZkClient | None = None
         self.broker_epoch = -1
+        # registered in the current session; the broker knows its cluster once the controller, after that,
+        # sends metadata naming it (update_metadata)
+        self._registered = False
+        self._named = 0  # UpdateMetadata requests that named this broker
         self.controller: Controller | None = None
         self.admin = ZkAdmin(self)
         self._endpoints: tuple[L.Endpoint, ...] = ()  # every advertised listener, registered in ZooKeeper
@@ -202,6 +206,7 @@ class ClusterMember:
     async def _register(self) -> None:
         """Create /brokers/ids/ID; wait out a registration of an earlier session of ours (a crashed process)."""
         reg = L.BrokerRegistration(self.broker_id, self._endpoints, self.broker.config.get("broker.rack"))
+        named_before = self._named  # the controller may answer the registration before create() returns here
         path = L.broker_path(self.broker_id)
         deadline = time.monotonic() + self.session_timeout_ms / 1000.0 + 10.0
         while True:
@@ -218,6 +223,9 @@ class ClusterMember:
                          self.broker_id)
                 await asyncio.sleep(0.5)
         self.broker_epoch = (await self.zk.get(path))[1].czxid
+        self._registered = True
+        if self._named > named_before:
+            self.broker.cluster_known()
         log.info("broker %d registered at %s (epoch %d)", self.broker_id,
                  ", ".join(e.connection_string() for e in self._endpoints), self.broker_epoch)
 
@@ -289,6 +297,8 @@ class ClusterMember:
         if state == "LOST":
             self._session_lost = True
             self._presumed_lost = False
+            self._registered = False
+            self.broker.cluster_unknown()
             log.warning("ZooKeeper session of broker %d expired: leading nothing until the controller says so",
                         self.broker_id)
             self._drop_controller()
@@ -342,6 +352,8 @@ class ClusterMember:
             self._expiry_timer = asyncio.get_running_loop().call_later(PEER_RECHECK_S, self._presume_expired)
             return
         self._presumed_lost = True
+        self._registered = False
+        self.broker.cluster_unknown()
         log.warning("broker %d: neither ZooKeeper nor any broker for %d ms: its session has expired; leading "
                     "nothing and refusing clients until ZooKeeper is back", self.broker_id, self.session_timeout_ms)
         self.broker.fenced = True
@@ -409,7 +421,9 @@ class ClusterMember:
         a request meant for an earlier registration of this broker."""
         if controller_epoch < self.broker.replicas.controller_epoch:
             return ErrorCode.STALE_CONTROLLER_EPOCH
-        if broker_epoch >= 0 and self.broker_epoch >= 0 and broker_epoch != self.broker_epoch:
+        # a newer epoch than ours is our own registration, which the controller saw before create() returned
+        # here (as Kafka's isBrokerEpochStale, only an older one is stale)
+        if broker_epoch >= 0 and self.broker_epoch >= 0 and broker_epoch < self.broker_epoch:
             return ErrorCode.STALE_BROKER_EPOCH
         return ErrorCode.NONE
 
@@ -446,6 +460,8 @@ class ClusterMember:
         moved = [b for b in brokers if (old := cache.brokers.get(b.node_id)) is not None
                  and (old.host, old.port) != (b.host, b.port)]
         cache.set_brokers(brokers, controller_id)
+        named = any(b.node_id == self.broker_id for b in brokers)
+        self._named += named
         for name, topic_id, states in topics:
             if any(s["leader"] == LEADER_DURING_DELETE for s in states):
                 cache.remove_topic(name)
@@ -473,6 +489,9 @@ class ClusterMember:
         if self._first_metadata:
             self._first_metadata = False
             self._remove_stray_logs()
+        if named and self._registered and not broker.knows_cluster:
+            log.info("broker %d: the controller's metadata names it: serving clients", self.broker_id)
+            broker.cluster_known()
 
     def _remove_stray_logs(self) -> None:
         """Logs of topics the cluster no longer has (deleted while this broker was down)."""

@@ -90,6 +90,7 @@ class Kafka07Server:
                     log.info("0.7 connection %s: frame of %d bytes, closing", peer, length)
                     return
                 frame = await reader.readexactly(length)
+                await self.broker.until_cluster_known()  # as the Kafka listeners do (Broker.knows_cluster)
                 response = await self.service.handle(frame, magic)
                 if response is not None:
                     writer.write(response)
