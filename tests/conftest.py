@@ -33,6 +33,11 @@ class Placement(Protocol):
     command_prefix: Sequence[str]
 
 
+# What a broker's log must never show: each is a bug (an unhandled exception, a task whose failure nobody
+# read). tests/conftest.py's check_broker_logs fails the test during which such a line was written.
+LOG_PROBLEMS = ("Traceback (most recent call last)", "exception was never retrieved")
+
+
 class BrokerProcess:
     """One `odradek serve` process; restartable on the same port and data directory.
 
@@ -51,6 +56,7 @@ class BrokerProcess:
         self.port = port or free_port()
         self.proc: subprocess.Popen[str] | None = None
         self.log_path = data_dir.parent / f"broker-{self.port}.log"
+        self._log_checked = 0  # bytes of the log already looked at by log_problems
 
     @property
     def bootstrap(self) -> str:
@@ -64,6 +70,8 @@ class BrokerProcess:
         for key, value in self.settings.items():
             cmd += ["--set", f"{key}={value}"]
         cmd += self.args
+        if self not in STARTED:
+            STARTED.append(self)
         log = open(self.log_path, "a")
         self.proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=log, text=True)
         deadline = time.monotonic() + START_TIMEOUT_S
@@ -75,6 +83,19 @@ class BrokerProcess:
             if line.startswith(READY_MARKER):
                 return self
         raise RuntimeError(f"broker did not become ready; log: {self.log_tail()}")
+
+    def log_problems(self) -> list[str]:
+        """LOG_PROBLEMS lines written since the last call, each with the lines that follow it."""
+        try:
+            with open(self.log_path, "rb") as f:
+                f.seek(self._log_checked)
+                data = f.read()
+        except OSError:
+            return []
+        self._log_checked += len(data)
+        lines = data.decode(errors="replace").splitlines()
+        return ["\n".join(lines[max(0, i - 1):i + 12]) for i, line in enumerate(lines)
+                if any(problem in line for problem in LOG_PROBLEMS)]
 
     def log_tail(self, n: int = 4000) -> str:
         try:
@@ -110,6 +131,20 @@ class BrokerProcess:
 
     def is_running(self) -> bool:
         return self.proc is not None and self.proc.poll() is None
+
+
+STARTED: list[BrokerProcess] = []  # every broker process of this pytest process, for check_broker_logs
+
+
+@pytest.fixture(autouse=True)
+def check_broker_logs() -> Iterator[None]:
+    """Fail the test during which a broker logged a traceback or an unretrieved task exception (it runs
+    after the test's own fixtures have stopped their brokers, so their last lines count)."""
+    yield
+    found = [f"{b.log_path}:\n{problem}" for b in STARTED for problem in b.log_problems()]
+    STARTED[:] = [b for b in STARTED if b.is_running()]  # a stopped one was read to its end just now
+    if found:
+        pytest.fail("a broker logged what it never should:\n" + "\n\n".join(found[:5]), pytrace=False)
 
 
 @pytest.fixture
