@@ -368,3 +368,28 @@ def test_the_principal_property_is_checked():
     for bad in ("app", "User:", ":app"):
         with pytest.raises(ConfigError):
             BrokerConfig({"listener.name.old.legacy.principal": bad})
+
+
+def test_a_0_7_client_sees_the_refusal(secured07, node07):
+    """prozess 0.7.0, a real 0.7 consumer: a refused topic fails its consume with the code -1, and the records
+    come once READ is granted. (prozess maps -1 to Error("Unknown"), but on Node 20 it first trips over its own
+    re-encoding of the response, UInt16BE(-1), and reports that RangeError: either way the error reaches the
+    application. It rejects codes outside 0.7's -1..4, so Kafka's 29 would be "Invalid error code".)"""
+    secured07.create_topics("prozess-read")
+    code, result = node07.attempt("prozess_driver.js", "consume", "127.0.0.1", secured07.kafka07, "prozess-read", 0,
+                                  0, 1, 10000)
+    assert code == 1 and set(result) == {"error"}
+    assert result["error"] == "Error: Unknown" or "Received -1" in result["error"], result
+    secured07.grant(acl(ANONYMOUS, AclOperation.READ, "prozess-read"))
+    result = node07.run("prozess_driver.js", "consume", "127.0.0.1", secured07.kafka07, "prozess-read", 0, 0, 1, 10000)
+    assert [m["payload"] for m in result["messages"]] == ["current"]
+
+
+def test_a_super_user_principal_is_warned_about(broker07_factory):
+    broker = broker07_factory(**{"authorizer.class.name": "kafka.security.authorizer.AclAuthorizer",
+                                 "super.users": "User:admin;User:ANONYMOUS", "auto.create.topics.enable": "false"})
+    assert "User:ANONYMOUS is among super.users" in broker.process.log_tail(20000)
+    # and it is one: a topic no ACL names is served (and absent ones answered as without an authorizer)
+    with Client07("127.0.0.1", broker.kafka07_port) as client:
+        assert client.fetch("no-acl-names-it", 0, 0) == (0, [])
+        assert client.offsets("no-acl-names-it", 0, LATEST) == (0, [0])

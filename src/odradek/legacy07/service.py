@@ -30,7 +30,7 @@ Authorization (with `authorizer.class.name` set; docs/kafka07.md): a connection 
 `legacy.principal` (User:ANONYMOUS unless set) from the client's address (the ACL host), and each request is
 put to the authorizer as its current counterpart is (Produce, Fetch, ListOffsets, and Metadata for the
 auto-creation), before anything else, an unknown topic included, so that a refusal tells nothing of which
-topics exist. 0.7 has no authorization error: Unknown (-1) is the code every 0.7 client maps.
+topics exist. 0.7 has no authorization error: a refused fetch or offsets request is answered Unknown (-1).
 
 Concurrency: owned by the event loop.
 """
@@ -75,8 +75,10 @@ log = logging.getLogger(__name__)
 
 # How long a produce waits for the partitions of a topic it just created to get their leader.
 CREATE_WAIT_S = 5.0
-# What a fetch or offsets request the authorizer refuses is answered: 0.7 has no authorization error, and
-# Unknown is the one code every 0.7 client maps (some index a table by the code, so Kafka's 29 would break them).
+# What a fetch or offsets request the authorizer refuses is answered. 0.7 has no authorization error; Unknown is
+# the one 0.7 code that claims nothing false (OffsetOutOfRange would make a consumer reset its position,
+# WrongPartition say the partition is missing), and 0.7 clients reject codes outside their table (prozess:
+# "Invalid error code"), so Kafka's 29 would read as a broken response.
 REFUSED = ErrorCode07.UNKNOWN
 
 
