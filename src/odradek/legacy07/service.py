@@ -172,8 +172,8 @@ class Kafka07Service:
     async def produce(self, requests: list[ProduceRequest], identity: Identity,
                       request_type: int = RequestType.PRODUCE) -> None:
         """Authorize every part (ProduceRefused refuses them all), check every set (InvalidMessage refuses them
-        all), then append each. The authorizer comes first, so that a refused client makes the broker decode
-        nothing."""
+        all), then append each. The authorizer comes first, so that a refused client makes the broker open no
+        message set (no decompression)."""
         self._authorize_produce(requests, identity, request_type)
         built = [(r, self._batches(r)) for r in requests]
         for request, buf in built:
