@@ -109,6 +109,8 @@ SUITES = {
     "kafka07/test_protocol": ("the 0.7 protocol's edge cases with our own client: MULTIFETCH, OFFSETS by time, "
                               "positions inside a message, corrupt CRC, broken frames, gzip/snappy, retention", None),
     "kafka07/test_zookeeper": ("the 0.7 ZooKeeper registry under legacy.zookeeper.chroot", None),
+    "kafka07/test_acls07": ("the 0.7 listener under ACLs, each outcome compared with the current protocol's for the "
+                            "same principal", None),
     "test_kafka07_codec": ("the 0.7 codec and byte-position index", None),
     "test_share_groups": ("share groups (KIP-932): confluent-kafka's ShareConsumer and the Java KafkaShareConsumer 4.4; "
                           "release, reject, lock timeouts, delivery limit, kill -9, read_committed, group configs",

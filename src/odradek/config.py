@@ -66,6 +66,11 @@ def _host_port_or_empty(v: object) -> bool:
     return bool(sep) and port.isdigit() and 0 <= int(port) <= 65535
 
 
+def _is_principal(v: object) -> bool:
+    kind, sep, name = str(v).partition(":")
+    return bool(kind.strip() and sep and name.strip())
+
+
 # Broker properties odradek understands. Others are accepted with a warning, as Kafka does.
 BROKER_PROPERTIES: dict[str, Property] = {
     p.name: p
@@ -273,6 +278,9 @@ BROKER_PROPERTIES: dict[str, Property] = {
                  doc="Magic of the messages a KAFKA07 listener serves (set it per listener with "
                      "listener.name.<name>.legacy.message.magic): 1, the 0.7 format, or 0, the 0.6 format without "
                      "compression, for clients that read only that; each has byte offsets of its own."),
+        Property("legacy.principal", str, "User:ANONYMOUS", _is_principal,
+                 doc="Principal (Type:name) the authorizer sees for every connection to a KAFKA07 listener, "
+                     "which cannot authenticate (set it per listener with listener.name.<name>.legacy.principal)."),
         Property("broker.rack", str, None,
                  doc="Rack this broker stands in, used to spread each partition's replicas over racks; unset for "
                      "none."),

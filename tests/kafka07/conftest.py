@@ -55,12 +55,18 @@ class Node07:
 
     def run(self, driver: str, *args: object, timeout: float = DRIVER_TIMEOUT_S) -> dict:
         """The driver's JSON line; AssertionError when it fails."""
+        returncode, result = self.attempt(driver, *args, timeout=timeout)
+        assert returncode == 0, f"{driver} {args}: rc={returncode} {result}"
+        return result
+
+    def attempt(self, driver: str, *args: object, timeout: float = DRIVER_TIMEOUT_S) -> tuple[int, dict]:
+        """(exit code, the driver's last JSON line) of a run that may fail; AssertionError without a line."""
         env = dict(os.environ, NODE_PATH=str(NODE_CACHE / "node_modules"))
         proc = subprocess.run([self.node, str(JS_DIR / driver), *map(str, args)], env=env, capture_output=True,
                               text=True, timeout=timeout)
         lines = [line for line in proc.stdout.splitlines() if line.startswith("{")]
-        assert proc.returncode == 0 and lines, f"{driver} {args}: rc={proc.returncode} {proc.stdout} {proc.stderr}"
-        return json.loads(lines[-1])
+        assert lines, f"{driver} {args}: rc={proc.returncode} {proc.stdout} {proc.stderr}"
+        return proc.returncode, json.loads(lines[-1])
 
 
 @pytest.fixture(scope="session")

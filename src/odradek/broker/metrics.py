@@ -39,6 +39,11 @@ log = logging.getLogger(__name__)
 REQUEST_MS_BUCKETS = (0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 25.0, 50.0, 100.0, 250.0, 500.0, 1000.0, 2500.0,
                       5000.0, 10000.0, 30000.0)
 FETCH_FOLLOWER = -1  # the request key of a replica's Fetch, which Kafka names FetchFollower
+# The request keys of the Kafka 0.7 requests (legacy07/), which have none of their own: KAFKA07_KEY_BASE minus
+# the 0.7 request type, named Kafka07<Type> in the request metrics.
+KAFKA07_KEY_BASE = -100
+KAFKA07_REQUEST_NAMES = {KAFKA07_KEY_BASE - t: "Kafka07" + name
+                         for t, name in enumerate(("Produce", "Fetch", "MultiFetch", "MultiProduce", "Offsets"))}
 IDLE_SAMPLE_S = 2.0  # the window of the network processor idle ratio
 
 
@@ -73,6 +78,8 @@ def request_name(key: int) -> str:
     """Kafka's name of an API in its request metrics: ApiVersions, OffsetCommit, FetchConsumer, ..."""
     if key == FETCH_FOLLOWER:
         return "FetchFollower"
+    if key in KAFKA07_REQUEST_NAMES:
+        return KAFKA07_REQUEST_NAMES[key]
     if key == ApiKey.FETCH:
         return "FetchConsumer"
     try:
@@ -142,6 +149,12 @@ class BrokerMetrics:
         if total is None:
             total = self.total_time[key] = Histogram(REQUEST_MS_BUCKETS)
         total.observe((time.perf_counter() - ctx.started) * 1000.0)
+
+    def refused(self, key: int, version: int, code: int) -> None:
+        """A refusal answered outside a response body (a Kafka 0.7 request): counted with the errors, as
+        ``finished`` counts the codes of a body."""
+        counted = (key, version, code)
+        self.errors[counted] = self.errors.get(counted, 0) + 1
 
     def produced(self, topic: str, records: int, size: int) -> None:
         self.messages_in[topic] = self.messages_in.get(topic, 0) + records

@@ -6,7 +6,10 @@ must come back in request order, and its clients wait for each. A frame shorter 
 longer than `socket.request.max.bytes`, one that does not parse, or a produced set that is corrupt closes the
 connection (0.7's brokers did the same); an unexpected error closes it too, logged, and the broker goes on.
 
-Each listener serves messages of its `legacy.message.magic` (1, or 0 for 0.6-format readers).
+Each listener serves messages of its `legacy.message.magic` (1, or 0 for 0.6-format readers), and its
+connections act as its `legacy.principal` (User:ANONYMOUS unless set; 0.7 has no authentication) from the
+client's address, which the authorizer judges each request by (service.py). A produce it refuses closes the
+connection.
 With `zookeeper.connect` set, the first KAFKA07 listener is also registered for 0.7 clients (registry.py).
 
 Concurrency: owned by the event loop.
@@ -24,7 +27,7 @@ from odradek.net.listeners import Listener
 
 from .codec import InvalidMessage, MalformedRequest
 from .registry import Kafka07Registry
-from .service import Kafka07Service
+from .service import Identity, Kafka07Service, ProduceRefused
 
 log = logging.getLogger(__name__)
 
@@ -39,6 +42,8 @@ class Kafka07Server:
         self.listeners = listeners
         # the magic each listener serves (legacy.message.magic, per listener)
         self.magics = {b.name: int(broker.config.for_listener(b.name, "legacy.message.magic")) for b in listeners}
+        # the principal each listener's connections act as (legacy.principal, per listener)
+        self.principals = {b.name: str(broker.config.for_listener(b.name, "legacy.principal")) for b in listeners}
         self.service = Kafka07Service(broker, set(self.magics.values()))
         self.max_request = broker.config.int("socket.request.max.bytes")
         self.ports: dict[str, int] = {}  # listener name → bound port
@@ -50,13 +55,18 @@ class Kafka07Server:
         """Bind every listener (OSError when one cannot be) and keep the positions files current."""
         try:
             for listener in self.listeners:
-                serve = functools.partial(self._serve, self.magics[listener.name])
+                serve = functools.partial(self._serve, self.magics[listener.name], self.principals[listener.name])
                 server = await asyncio.start_server(serve, listener.host or None, listener.port,
                                                     reuse_address=True)
                 self._servers.append(server)
                 self.ports[listener.name] = server.sockets[0].getsockname()[1]
-                log.info("listener %s (Kafka 0.7, messages of magic %d) on %s:%d", listener.name,
-                         self.magics[listener.name], listener.host, self.ports[listener.name])
+                principal = self.principals[listener.name]
+                log.info("listener %s (Kafka 0.7, messages of magic %d, clients acting as %s) on %s:%d",
+                         listener.name, self.magics[listener.name], principal, listener.host,
+                         self.ports[listener.name])
+                if self.broker.authorizer.enabled and principal in self.broker.authorizer.super_users:
+                    log.warning("listener %s: %s is among super.users, so every 0.7 client, unauthenticated, "
+                                "may do anything", listener.name, principal)
         except OSError:
             self._close_servers()
             raise
@@ -75,11 +85,13 @@ class Kafka07Server:
         if self.registry is not None:
             self.registry.refresh()
 
-    async def _serve(self, magic: int, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+    async def _serve(self, magic: int, principal: str, reader: asyncio.StreamReader,
+                     writer: asyncio.StreamWriter) -> None:
         task = asyncio.current_task()
         if task is not None:
             self._connections.add(task)
         peer = writer.get_extra_info("peername")
+        identity = Identity(principal, peer[0] if peer else "")
         try:
             while True:
                 try:
@@ -91,13 +103,13 @@ class Kafka07Server:
                     return
                 frame = await reader.readexactly(length)
                 await self.broker.until_cluster_known()  # as the Kafka listeners do (Broker.knows_cluster)
-                response = await self.service.handle(frame, magic)
+                response = await self.service.handle(frame, identity, magic)
                 if response is not None:
                     writer.write(response)
                     await writer.drain()
         except asyncio.IncompleteReadError:
             log.info("0.7 connection %s: closed inside a frame", peer)
-        except (MalformedRequest, InvalidMessage) as exc:
+        except (MalformedRequest, InvalidMessage, ProduceRefused) as exc:
             log.info("0.7 connection %s: %s, closing", peer, exc)
         except (ConnectionError, asyncio.CancelledError):
             pass

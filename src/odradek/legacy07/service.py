@@ -9,19 +9,28 @@ and a current consumer reads the records. They are appended through the partitio
 appends (LogAppendTime topics stamp the time, a topic's compression.type recompresses). An unknown topic is
 created when `auto.create.topics.enable` allows (0.7 brokers created topics on first write). A partition
 outside the topic, one this broker does not lead, or a compacted topic (0.7 records have no key) drops the
-request with a warning in the log.
+request with a warning in the log. Under an authorizer: WRITE on every topic named, and CREATE on the cluster or
+the topic for one it would create; a refusal (of any part) writes nothing and closes the connection.
 
 FETCH / MULTIFETCH: whole messages from the byte position (positions.py), at most max size bytes of them,
 read up to the high watermark. Errors: OffsetOutOfRange (1) for a position past the end, before the start or
 inside a message; InvalidFetchSize (4) when the first message is bigger than max size or max size is negative;
 WrongPartition (3) for a partition outside the topic; Unknown (-1) for a partition this broker does not lead.
-An unknown topic is an empty set without error, as 0.7 answered.
+An unknown topic is an empty set without error, as 0.7 answered. Under an authorizer: READ on the topic,
+else Unknown (-1) and no messages.
 
 OFFSETS: 0.7's list of (position, time): each segment's first position with its time (largest timestamp, or
 the file's mtime without timestamps), then the end with the current time when the last segment is not empty.
 Time -1 (latest) starts at the last entry, -2 (earliest) at the first, a timestamp at the last entry not
 newer than it; the answer runs from there to the oldest, newest first, at most max offsets of them. An
-unknown topic answers [0] for -1 and -2, nothing otherwise.
+unknown topic answers [0] for -1 and -2, nothing otherwise. Under an authorizer: DESCRIBE on the topic, else
+Unknown (-1) and no positions.
+
+Authorization (with `authorizer.class.name` set; docs/kafka07.md): a connection acts as its listener's
+`legacy.principal` (User:ANONYMOUS unless set) from the client's address (the ACL host), and each request is
+put to the authorizer as its current counterpart is (Produce, Fetch, ListOffsets, and Metadata for the
+auto-creation), before anything else, an unknown topic included, so that a refusal tells nothing of which
+topics exist. 0.7 has no authorization error: a refused fetch or offsets request is answered Unknown (-1).
 
 Concurrency: owned by the event loop.
 """
@@ -30,10 +39,14 @@ from __future__ import annotations
 
 import logging
 import time
+from dataclasses import dataclass
 
+from odradek.broker.authorizer import CLUSTER_NAME, Operation as Op, ResourceType as Res
 from odradek.broker.core import Broker, now_ms
+from odradek.broker.metrics import KAFKA07_KEY_BASE
 from odradek.cluster.partition import Partition, ReplicationError
 from odradek.cluster.topics import topic_name_error
+from odradek.protocol.errors import ErrorCode
 from odradek.records import compression
 from odradek.records.batch import NO_TIMESTAMP, InvalidRecordError, set_log_append_time
 from odradek.records.codec import build_batch, recompress, validate_produced
@@ -49,6 +62,7 @@ from .codec import (
     MultiProduceRequest,
     OffsetsRequest,
     ProduceRequest,
+    RequestType,
     decode_message_set,
     decode_request,
     encode_fetch_response,
@@ -61,6 +75,24 @@ log = logging.getLogger(__name__)
 
 # How long a produce waits for the partitions of a topic it just created to get their leader.
 CREATE_WAIT_S = 5.0
+# What a fetch or offsets request the authorizer refuses is answered. 0.7 has no authorization error; Unknown is
+# the one 0.7 code that claims nothing false (OffsetOutOfRange would make a consumer reset its position,
+# WrongPartition say the partition is missing), and 0.7 clients reject codes outside their table (prozess:
+# "Invalid error code"), so Kafka's 29 would read as a broken response.
+REFUSED = ErrorCode07.UNKNOWN
+
+
+@dataclass(frozen=True)
+class Identity:
+    """Who a 0.7 connection is to the authorizer: its listener's `legacy.principal` and the client's address
+    (the host ACLs name)."""
+
+    principal: str
+    host: str
+
+
+class ProduceRefused(Exception):
+    """A produce request the authorizer refuses: nothing of it is written and the connection is closed."""
 
 
 class PartitionRefused(Exception):
@@ -78,31 +110,75 @@ class Kafka07Service:
         self.broker = broker
         self.positions = PositionIndexes(magics)
 
-    async def handle(self, frame: bytes | bytearray | memoryview, magic: int = 1) -> bytes | None:
+    async def handle(self, frame: bytes | bytearray | memoryview, identity: Identity, magic: int = 1
+                     ) -> bytes | None:
         """The response frame to a request frame (without its length prefix), None for the produce requests;
-        ``magic``: that of the messages served. MalformedRequest: the frame does not parse; InvalidMessage: a
-        produced set is corrupt."""
+        ``identity``: who the connection is to the authorizer; ``magic``: that of the messages served.
+        MalformedRequest: the frame does not parse; InvalidMessage: a produced set is corrupt; ProduceRefused:
+        the authorizer refuses a produce."""
         request = decode_request(frame)
         if isinstance(request, ProduceRequest):
-            await self.produce([request])
+            await self.produce([request], identity, RequestType.PRODUCE)
             return None
         if isinstance(request, MultiProduceRequest):
-            await self.produce(request.parts)
+            await self.produce(request.parts, identity, RequestType.MULTIPRODUCE)
             return None
         if isinstance(request, FetchRequest):
-            return encode_fetch_response(*self.fetch(request, magic))
+            return encode_fetch_response(*self.fetch(request, identity, magic))
         if isinstance(request, MultiFetchRequest):
-            return encode_multifetch_response([self.fetch(f, magic) for f in request.fetches])
-        return encode_offsets_response(*self.offsets(request, magic))
+            return encode_multifetch_response([self.fetch(f, identity, magic, RequestType.MULTIFETCH)
+                                               for f in request.fetches])
+        return encode_offsets_response(*self.offsets(request, identity, magic))
+
+    # -- authorization --------------------------------------------------------------------------------
+
+    def _allowed(self, identity: Identity, operation: int, resource_type: int, name: str) -> bool:
+        return self.broker.authorizer.authorize(identity.principal, identity.host, operation, resource_type, name)
+
+    def _count_refused(self, request_type: int) -> None:
+        """Counted as the current protocol counts a refused partition (broker/metrics.py)."""
+        if self.broker.metrics is not None:
+            self.broker.metrics.refused(KAFKA07_KEY_BASE - request_type, 0, ErrorCode.TOPIC_AUTHORIZATION_FAILED)
+
+    def _topic_allowed(self, identity: Identity, operation: int, topic: str, request_type: int) -> bool:
+        if self._allowed(identity, operation, Res.TOPIC, topic):
+            return True
+        self._count_refused(request_type)
+        log.debug("0.7 %s of %s refused to %s from %s", RequestType(request_type).name, topic, identity.principal,
+                  identity.host)
+        return False
+
+    def _may_create(self, identity: Identity, topic: str) -> bool:
+        """What Metadata asks before creating a topic: CREATE on the cluster or on the topic."""
+        return (self._allowed(identity, Op.CREATE, Res.CLUSTER, CLUSTER_NAME)
+                or self._allowed(identity, Op.CREATE, Res.TOPIC, topic))
+
+    def _would_create(self, topic: str) -> bool:
+        broker = self.broker
+        return (broker.metadata.topic(topic) is None and topic_name_error(topic) is None
+                and bool(broker.config.get("auto.create.topics.enable")))
+
+    def _authorize_produce(self, requests: list[ProduceRequest], identity: Identity, request_type: int) -> None:
+        """ProduceRefused unless every part may be written (and its topic created, where it would be)."""
+        for request in requests:
+            if not self._topic_allowed(identity, Op.WRITE, request.topic, request_type):
+                raise ProduceRefused(f"{identity.principal} may not WRITE to topic {request.topic}")
+            if self._would_create(request.topic) and not self._may_create(identity, request.topic):
+                self._count_refused(request_type)
+                raise ProduceRefused(f"{identity.principal} may not CREATE topic {request.topic}")
 
     # -- produce --------------------------------------------------------------------------------------
 
-    async def produce(self, requests: list[ProduceRequest]) -> None:
-        """Check every set first (InvalidMessage refuses them all), then append each."""
+    async def produce(self, requests: list[ProduceRequest], identity: Identity,
+                      request_type: int = RequestType.PRODUCE) -> None:
+        """Authorize every part (ProduceRefused refuses them all), check every set (InvalidMessage refuses them
+        all), then append each. The authorizer comes first, so that a refused client makes the broker open no
+        message set (no decompression)."""
+        self._authorize_produce(requests, identity, request_type)
         built = [(r, self._batches(r)) for r in requests]
         for request, buf in built:
             try:
-                partition = await self._leader_for_produce(request.topic, request.partition)
+                partition = await self._leader_for_produce(request.topic, request.partition, identity)
                 self._append(partition, buf)
             except (PartitionRefused, ReplicationError, InvalidRecordError, OSError) as exc:
                 log.warning("0.7 produce to %s-%d dropped: %s", request.topic, request.partition, exc)
@@ -137,11 +213,14 @@ class Kafka07Service:
         topic = self.broker.metadata.topic(topic_name)
         return None if topic is None else int(self.broker.effective_configs(topic)["max.message.bytes"])
 
-    async def _leader_for_produce(self, topic_name: str, index: int) -> Partition:
+    async def _leader_for_produce(self, topic_name: str, index: int, identity: Identity) -> Partition:
         broker = self.broker
         if broker.metadata.topic(topic_name) is None:
-            if topic_name_error(topic_name) is not None or not broker.config.get("auto.create.topics.enable"):
+            if not self._would_create(topic_name):
                 raise PartitionRefused(ErrorCode07.WRONG_PARTITION, f"no topic {topic_name}")
+            # asked again here: the topic may have gone since the request was authorized, as it existed
+            if not self._may_create(identity, topic_name):
+                raise ProduceRefused(f"{identity.principal} may not CREATE topic {topic_name}")
             broker.admin.auto_create_topic(topic_name)
             await broker.metadata.wait_for(lambda: broker.replicas.partition(topic_name, 0) is not None,
                                            CREATE_WAIT_S)
@@ -177,8 +256,11 @@ class Kafka07Service:
 
     # -- fetch and offsets ----------------------------------------------------------------------------
 
-    def fetch(self, request: FetchRequest, magic: int = 1) -> tuple[int, bytes]:
+    def fetch(self, request: FetchRequest, identity: Identity, magic: int = 1,
+              request_type: int = RequestType.FETCH) -> tuple[int, bytes]:
         """(0.7 error code, message set) for one partition."""
+        if not self._topic_allowed(identity, Op.READ, request.topic, request_type):
+            return REFUSED, b""
         if self.broker.metadata.topic(request.topic) is None:
             return ErrorCode07.NONE, b""
         if request.max_size < 0:
@@ -196,8 +278,10 @@ class Kafka07Service:
             log.error("0.7 fetch from %s-%d failed: %s", request.topic, request.partition, exc)
             return ErrorCode07.UNKNOWN, b""
 
-    def offsets(self, request: OffsetsRequest, magic: int = 1) -> tuple[int, list[int]]:
+    def offsets(self, request: OffsetsRequest, identity: Identity, magic: int = 1) -> tuple[int, list[int]]:
         """(0.7 error code, positions) for one partition."""
+        if not self._topic_allowed(identity, Op.DESCRIBE, request.topic, RequestType.OFFSETS):
+            return REFUSED, []
         if self.broker.metadata.topic(request.topic) is None:
             return ErrorCode07.NONE, [0] if request.time in (LATEST_TIME, EARLIEST_TIME) else []
         try:
