@@ -34,6 +34,7 @@ Not thread-safe: one event loop runs a whole fuzz.
 from __future__ import annotations
 
 import asyncio
+import functools
 import gzip
 import random
 import struct
@@ -226,6 +227,11 @@ def _int_edge(rng: random.Random, f: Field) -> tuple[Field, str]:
     return Field("fixed", struct.pack(fmt, value)), f"int{size * 8} {struct.unpack(fmt, f.data)[0]} -> {value}"
 
 
+@functools.lru_cache(maxsize=None)
+def _gzipped_zeros(megabytes: int) -> bytes:
+    return gzip.compress(bytes(megabytes << 20), 9)
+
+
 def _rewrite_message(rng: random.Random, f: Field) -> tuple[Field, str]:
     """A 0.7 message set changed where its CRC does not protect it, the CRC then made right again."""
     try:
@@ -253,10 +259,10 @@ def _rewrite_message(rng: random.Random, f: Field) -> tuple[Field, str]:
         note = f"payload cut to {len(payload)} bytes"
     else:  # a small gzip of many zeros: the decompression bound must hold
         megabytes = rng.choice((1, 4, 16))
-        payload, attributes, magic = bytearray(gzip.compress(bytes(megabytes << 20), 9)), 1, 1
+        payload, attributes, magic = bytearray(_gzipped_zeros(megabytes)), 1, 1
         note = f"payload: gzip of {megabytes} MiB of zeros"
-    rebuilt = b"".join(message07(bytes(payload), magic, attributes) if j == i else message07(o.payload, o.magic, o.codec)
-                       for j, o in enumerate(messages))
+    rebuilt = b"".join(message07(bytes(payload), magic, attributes) if j == i
+                       else message07(o.payload, o.magic, o.codec) for j, o in enumerate(messages))
     return Field(f.kind, rebuilt), f"message {i}: {note}, CRC made right"
 
 
@@ -614,23 +620,26 @@ async def fuzz(target: Target, seed: int, max_cases: int, max_seconds: float, *,
             await run_case(target, make_case(seed, index, seeds), report, deadline_s)
             report.cases += 1
 
+    workers_done = asyncio.Event()
+
     async def prober() -> None:
+        # ends on an event, not by cancel(): a cancel that lands as a wait_for completes is lost on Python 3.11
         last_progress = time.monotonic()
-        while not stopped():
+        while not stopped() and not workers_done.is_set():
             await probe(target, report, deadline_s)
             if progress is not None and time.monotonic() - last_progress >= 10:
                 last_progress = time.monotonic()
                 report.seconds = last_progress - start
                 progress(report)
-            await asyncio.sleep(probe_every_s)
+            try:
+                await asyncio.wait_for(workers_done.wait(), probe_every_s)
+            except asyncio.TimeoutError:
+                pass
 
     probing = asyncio.ensure_future(prober())
     await asyncio.gather(*(worker() for _ in range(concurrency)))
-    probing.cancel()
-    try:
-        await probing
-    except asyncio.CancelledError:
-        pass
+    workers_done.set()
+    await probing
     report.seconds = time.monotonic() - start
     await probe(target, report, deadline_s)  # the last word: still serving after the last case
     if target.pid is not None:
