@@ -36,6 +36,8 @@ def main() -> int:
     parser.add_argument("--case", type=int, action="append", help="run only this case (repeatable)")
     parser.add_argument("--concurrency", type=int, default=8, help="connections in flight")
     parser.add_argument("--deadline", type=float, default=10.0, help="seconds a connection may take to answer or close")
+    parser.add_argument("--secured", action="store_true",
+                        help="the broker under the authorizer, the 0.7 principal granted the fuzz topic alone")
     parser.add_argument("--sasl-port", type=int, help="attack a running broker: its SASL_PLAINTEXT port")
     parser.add_argument("--kafka07-port", type=int, help="attack a running broker: its KAFKA07 port")
     args = parser.parse_args()
@@ -47,9 +49,9 @@ def main() -> int:
         target = fuzzing.Target("127.0.0.1", args.sasl_port, args.kafka07_port)
     else:
         plain, sasl, kafka07 = free_port(), free_port(), free_port()
-        broker = BrokerProcess(workdir / "data", fuzzing.broker_settings(plain, sasl, kafka07), port=plain,
-                               args=["--log-level", "WARNING"]).start()
-        fuzzing.add_scram_user(broker.bootstrap)
+        broker = BrokerProcess(workdir / "data", fuzzing.broker_settings(plain, sasl, kafka07, args.secured),
+                               port=plain, args=["--log-level", "WARNING"]).start()
+        fuzzing.setup(sasl, args.secured)
         target = fuzzing.Target("127.0.0.1", sasl, kafka07, broker.proc.pid)
     try:
         asyncio.run(fuzzing.prepare(target))
@@ -69,9 +71,10 @@ def main() -> int:
         if broker is not None:
             broker.stop()
 
+    command = (f"bench/fuzz_preauth.py --frames {args.frames} --seconds {args.seconds:g} --seed {args.seed}"
+               + (" --secured" if args.secured else ""))
     lines = [f"# Pre-authentication fuzz, {started:%Y-%m-%d %H:%M} UTC", "",
-             f"`bench/fuzz_preauth.py --frames {args.frames} --seconds {args.seconds:g} --seed {args.seed}`"
-             f" (concurrency {args.concurrency}, deadline {args.deadline:g} s)", "", report.summary(), ""]
+             f"`{command}` (concurrency {args.concurrency}, deadline {args.deadline:g} s)", "", report.summary(), ""]
     lines += [f"- {f.describe(args.seed)}" for f in report.findings]
     lines += [f"- broker log: {line}" for line in problems]
     if not alive:

@@ -648,29 +648,53 @@ async def fuzz(target: Target, seed: int, max_cases: int, max_seconds: float, *,
     return report
 
 
-def broker_settings(plain_port: int, sasl_port: int, kafka07_port: int) -> dict[str, str]:
-    """The broker the fuzz attacks: PLAINTEXT (for setting it up), SASL_PLAINTEXT with PLAIN and SCRAM-SHA-256,
-    and KAFKA07. The SCRAM user (SCRAM_USER) is created over PLAINTEXT afterwards (add_scram_user)."""
+ADMIN_USER, ADMIN_PASSWORD = "admin", "admin-secret"  # a super user of the secured broker, for its setup
+SECURED = {"authorizer.class.name": "kafka.security.authorizer.AclAuthorizer", "super.users": f"User:{ADMIN_USER}",
+           "allow.everyone.if.no.acl.found": "false"}
+
+
+def broker_settings(plain_port: int, sasl_port: int, kafka07_port: int, secured: bool = False) -> dict[str, str]:
+    """The broker the fuzz attacks: PLAINTEXT, SASL_PLAINTEXT with PLAIN and SCRAM-SHA-256, and KAFKA07.
+    ``secured``: under the authorizer, as issue 36's audit had it (ADMIN_USER the super user, nothing open
+    that no ACL opens); setup() then grants the 0.7 principal the fuzz topic only."""
     jaas = ('org.apache.kafka.common.security.plain.PlainLoginModule required '
-            f'user_{PLAIN_USER}="{PLAIN_PASSWORD}";')
+            f'user_{PLAIN_USER}="{PLAIN_PASSWORD}" user_{ADMIN_USER}="{ADMIN_PASSWORD}";')
     return {
         "listeners": f"PLAINTEXT://127.0.0.1:{plain_port},SASL_PLAINTEXT://127.0.0.1:{sasl_port},"
                      f"KAFKA07://127.0.0.1:{kafka07_port}",
         "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,SASL_PLAINTEXT:SASL_PLAINTEXT,KAFKA07:KAFKA07",
         "sasl.enabled.mechanisms": "PLAIN,SCRAM-SHA-256",
         "listener.name.sasl_plaintext.plain.sasl.jaas.config": jaas,
+        **(SECURED if secured else {}),
     }
 
 
-def add_scram_user(bootstrap: str) -> None:
-    """SCRAM_USER's SCRAM-SHA-256 credential, so that SCRAM first messages reach the server-first answer."""
-    from confluent_kafka.admin import (AdminClient, ScramCredentialInfo, ScramMechanism,
+def admin_config(sasl_port: int, user: str = ADMIN_USER, password: str = ADMIN_PASSWORD) -> dict[str, str]:
+    """A confluent-kafka client logging in with PLAIN on the SASL listener."""
+    return {"bootstrap.servers": f"127.0.0.1:{sasl_port}", "security.protocol": "SASL_PLAINTEXT",
+            "sasl.mechanism": "PLAIN", "sasl.username": user, "sasl.password": password,
+            "broker.address.family": "v4"}
+
+
+def setup(sasl_port: int, secured: bool = False) -> None:
+    """SCRAM_USER's SCRAM-SHA-256 credential, so that SCRAM first messages reach the server-first answer; on a
+    secured broker, READ, WRITE, DESCRIBE and CREATE on the fuzz topic for the 0.7 principal (User:ANONYMOUS),
+    and nothing else: a mutated topic name is refused."""
+    from confluent_kafka.admin import (AclBinding, AclOperation, AclPermissionType, AdminClient,
+                                       ResourcePatternType, ResourceType, ScramCredentialInfo, ScramMechanism,
                                        UserScramCredentialUpsertion)
 
-    admin = AdminClient({"bootstrap.servers": bootstrap, "broker.address.family": "v4"})
+    admin = AdminClient(admin_config(sasl_port))
     upsert = UserScramCredentialUpsertion(SCRAM_USER, ScramCredentialInfo(ScramMechanism.SCRAM_SHA_256, 4096),
                                           SCRAM_PASSWORD.encode())
-    for future in admin.alter_user_scram_credentials([upsert]).values():
+    futures = list(admin.alter_user_scram_credentials([upsert]).values())
+    if secured:
+        futures += admin.create_acls([
+            AclBinding(ResourceType.TOPIC, FUZZ_TOPIC, ResourcePatternType.LITERAL, "User:ANONYMOUS", "*", operation,
+                       AclPermissionType.ALLOW)
+            for operation in (AclOperation.READ, AclOperation.WRITE, AclOperation.DESCRIBE, AclOperation.CREATE)
+        ]).values()
+    for future in futures:
         future.result(20)
 
 

@@ -1,7 +1,9 @@
 """A short mutation fuzz, seeded and bounded, of what a stranger can send: the SASL exchange before login and the
 KAFKA07 listener (tests/security/fuzzing.py has the corpus, the mutations and the oracle). Afterwards the
 broker must be alive, its memory bounded, its log free of unhandled errors, and real clients served on both
-listeners. bench/fuzz_preauth.py runs the same engine for as long as asked.
+listeners. It runs twice: against an open broker, and against one under the authorizer (issue 36's audit
+setting) whose 0.7 principal may use the fuzz topic alone. bench/fuzz_preauth.py runs the same engine for as
+long as asked.
 
 A failing run prints each finding with its seed and case index; `python bench/fuzz_preauth.py --seed S
 --case N` replays one case against a fresh broker. ODRADEK_FUZZ_SEED runs another seed than the fixed one.
@@ -32,24 +34,15 @@ RSS_GROWTH_LIMIT = 150 << 20
 
 
 class FuzzBroker:
-    def __init__(self, tmp_path: Path) -> None:
+    def __init__(self, tmp_path: Path, secured: bool) -> None:
         self.plain, self.sasl, self.kafka07 = free_port(), free_port(), free_port()
-        self.process = BrokerProcess(tmp_path / "data", fuzzing.broker_settings(self.plain, self.sasl, self.kafka07),
-                                     port=self.plain).start()
-        fuzzing.add_scram_user(self.process.bootstrap)
+        self.process = BrokerProcess(tmp_path / "data", fuzzing.broker_settings(self.plain, self.sasl, self.kafka07,
+                                                                                secured), port=self.plain).start()
+        fuzzing.setup(self.sasl, secured)
         self.target = fuzzing.Target("127.0.0.1", self.sasl, self.kafka07, self.process.proc.pid)
-
-    def plain_login(self) -> dict[str, str]:
-        return {"bootstrap.servers": f"127.0.0.1:{self.sasl}", "security.protocol": "SASL_PLAINTEXT",
-                "sasl.mechanism": "PLAIN", "sasl.username": fuzzing.PLAIN_USER,
-                "sasl.password": fuzzing.PLAIN_PASSWORD, "broker.address.family": "v4"}
-
-
-@pytest.fixture
-def fuzz_broker(tmp_path) -> FuzzBroker:
-    broker = FuzzBroker(tmp_path)
-    yield broker
-    broker.process.stop()
+        # a legitimate client after the fuzz: alice on the open broker, the super user on the secured one
+        self.login = fuzzing.admin_config(self.sasl) if secured else \
+            fuzzing.admin_config(self.sasl, fuzzing.PLAIN_USER, fuzzing.PLAIN_PASSWORD)
 
 
 def test_corpus_frames_are_what_the_codec_encodes():
@@ -108,9 +101,19 @@ def test_the_oracle_reports_a_listener_that_sits_on_frames():
 
 
 @pytest.mark.timeout(300)
+@pytest.mark.parametrize("secured", [False, True], ids=["open", "secured"])
 @pytest.mark.parametrize("seed", [SEED], ids=lambda s: f"seed{s}")
-def test_preauth_mutation_fuzz(fuzz_broker, seed, topic_name):
-    broker = fuzz_broker
+def test_preauth_mutation_fuzz(tmp_path, seed, secured, topic_name):
+    """``secured``: under the authorizer, the 0.7 principal granted the fuzz topic alone, as issue 36's audit
+    attacked it; a mutated topic name is then refused rather than created."""
+    broker = FuzzBroker(tmp_path, secured)
+    try:
+        fuzz_and_check(broker, seed, topic_name)
+    finally:
+        broker.process.stop()
+
+
+def fuzz_and_check(broker: FuzzBroker, seed: int, topic_name: str) -> None:
     asyncio.run(fuzzing.prepare(broker.target))
     report = asyncio.run(fuzzing.fuzz(broker.target, seed, MAX_CASES, MAX_SECONDS))
     print(report.summary())
@@ -126,17 +129,19 @@ def test_preauth_mutation_fuzz(fuzz_broker, seed, topic_name):
     assert growth < RSS_GROWTH_LIMIT, report.summary()
 
     # a real client logs in with PLAIN, produces and consumes
-    produce(broker.plain_login(), topic_name, 20)
-    assert len(consume_keys(broker.plain_login(), topic_name, 20)) == 20
-    # a 0.7 client writes and reads its topic
-    topic07 = f"{topic_name}-07"[:200]
+    produce(broker.login, topic_name, 20)
+    assert len(consume_keys(broker.login, topic_name, 20)) == 20
+    # a 0.7 client writes to the fuzz topic and reads back what it wrote
     with Client07("127.0.0.1", broker.kafka07) as client:
-        client.produce(topic07, 0, [b"after", b"the", b"fuzz"])
+        error, (end,) = client.offsets(fuzzing.FUZZ_TOPIC, 0, codec07.LATEST_TIME, 1)
+        assert error == codec07.ErrorCode07.NONE
+        client.produce(fuzzing.FUZZ_TOPIC, 0, [b"after", b"the", b"fuzz"])
 
         def fetched() -> list[bytes]:
-            error, messages = client.fetch(topic07, 0, 0)
+            error, messages = client.fetch(fuzzing.FUZZ_TOPIC, 0, end)
             assert error == codec07.ErrorCode07.NONE
             return payloads(messages)
+
         assert wait_until(lambda: fetched() == [b"after", b"the", b"fuzz"], timeout=20,
                           message="the 0.7 messages produced after the fuzz")
 
