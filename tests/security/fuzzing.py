@@ -8,7 +8,8 @@ back-pressure and the failed-login delay can get wrong (a hang, a task exception
 
 A case is a function of (seed, index) alone (``make_case``), so any finding is replayed with the same two
 numbers. It picks a valid frame from the corpus (``corpus()``): ApiVersions v0-v4, SaslHandshake v0/v1,
-SaslAuthenticate v0-v2 with PLAIN and SCRAM first messages, raw v0 SASL tokens, and 0.7 PRODUCE,
+SaslAuthenticate v0-v2 with PLAIN and SCRAM first messages and SCRAM client-final messages (made from the
+broker's server-first answer, with a right or a wrong proof), raw v0 SASL tokens, and 0.7 PRODUCE,
 MULTIPRODUCE, FETCH, MULTIFETCH and OFFSETS requests. A corpus frame is a list of typed fields, so that the
 mutations can lie where a parser trusts: a length prefix (int16, int32, a compact field's uvarint, a tag
 count) negative, huge, off by one; a count or integer set to an edge value; a field repeated or dropped; a
@@ -34,8 +35,11 @@ Not thread-safe: one event loop runs a whole fuzz.
 from __future__ import annotations
 
 import asyncio
+import base64
 import functools
 import gzip
+import hashlib
+import hmac
 import random
 import struct
 import time
@@ -117,6 +121,9 @@ class Seed:
     listener: str
     fields: tuple[Field, ...]
     prefix: tuple[bytes, ...] = ()
+    # the fields made from the prefix frames' answers (a SCRAM client-final needs the server's nonce); then
+    # ``fields`` is only a stand-in of the same shape, for splicing
+    respond: Callable[[list[bytes]], tuple[Field, ...]] | None = None
 
     @property
     def frame(self) -> bytes:
@@ -141,8 +148,35 @@ def authenticate(token: bytes, version: int) -> tuple[Field, ...]:
     return kafka_request(SASL_AUTHENTICATE, version, [Field("bytes32", token)])
 
 
+SCRAM_CLIENT_NONCE = "fyko+d2lbbFgONRv9qkxdawL"
+
+
 def scram_first(user: str) -> bytes:
-    return f"n,,n={user},r=fyko+d2lbbFgONRv9qkxdawL".encode()
+    return f"n,,n={user},r={SCRAM_CLIENT_NONCE}".encode()
+
+
+def scram_final(version: int, password: str) -> Callable[[list[bytes]], tuple[Field, ...]]:
+    """The SaslAuthenticate carrying SCRAM-SHA-256's client-final message (RFC 5802) for SCRAM_USER, made from
+    the server-first message in the last prefix answer (a SaslAuthenticate v1 response); with a wrong
+    ``password`` its proof is wrong."""
+    def build(answers: list[bytes]) -> tuple[Field, ...]:
+        payload = answers[-1]  # correlation id, error, message (int16 length), auth bytes (int32 length), ...
+        (error, n) = struct.unpack_from(">hh", payload, 4)
+        pos = 8 + max(n, 0)
+        (size,) = struct.unpack_from(">i", payload, pos)
+        server_first = bytes(payload[pos + 4:pos + 4 + size]).decode()
+        if error or not server_first:
+            raise ValueError(f"no server-first message (error {error})")
+        attributes = dict(part.split("=", 1) for part in server_first.split(","))
+        salted = hashlib.pbkdf2_hmac("sha256", password.encode(), base64.b64decode(attributes["s"]),
+                                     int(attributes["i"]))
+        without_proof = f"c=biws,r={attributes['r']}"
+        auth_message = f"n={SCRAM_USER},r={SCRAM_CLIENT_NONCE},{server_first},{without_proof}".encode()
+        client_key = hmac.new(salted, b"Client Key", "sha256").digest()
+        signature = hmac.new(hashlib.sha256(client_key).digest(), auth_message, "sha256").digest()
+        proof = base64.b64encode(bytes(a ^ b for a, b in zip(client_key, signature))).decode()
+        return authenticate(f"{without_proof},p={proof}".encode(), version)
+    return build
 
 
 def message07(payload: bytes, magic: int = 1, attributes: int = 0) -> bytes:
@@ -175,6 +209,13 @@ def corpus() -> tuple[Seed, ...]:
             seeds.append(Seed(f"SaslAuthenticate v{version} {mechanism} (refused)", SASL,
                               authenticate(bad, version), prefix))
     seeds.append(Seed("SaslAuthenticate v1 before any handshake", SASL, authenticate(tokens["PLAIN"][0], 1)))
+    scram_prefix = (encode_fields(handshake("SCRAM-SHA-256", 1)),
+                    encode_fields(authenticate(tokens["SCRAM-SHA-256"][0], 1)))
+    stand_in = b"c=biws,r=" + SCRAM_CLIENT_NONCE.encode() * 2 + b",p=" + bytes(44)
+    for version in (0, 1, 2):
+        for password, note in ((SCRAM_PASSWORD, ""), ("not-" + SCRAM_PASSWORD, " (wrong proof)")):
+            seeds.append(Seed(f"SaslAuthenticate v{version} SCRAM-SHA-256 client-final{note}", SASL,
+                              authenticate(stand_in, version), scram_prefix, scram_final(version, password)))
     for mechanism, (good, _) in tokens.items():  # v0 handshake: the token is a bare frame
         seeds.append(Seed(f"raw v0 token {mechanism}", SASL, (Field("fixed", good),),
                           (encode_fields(handshake(mechanism, 0)),)))
@@ -371,17 +412,24 @@ class Case:
     seed: Seed
     ops: tuple[str, ...]
     frame: bytes
+    pending: tuple | None = None  # for a seed with ``respond``: the PRNG state the mutations start from
 
     def describe(self) -> str:
+        if self.pending is not None:
+            return f"case {self.index} ({self.seed.name}; mutated once the prefix is answered)"
         return f"case {self.index} ({self.seed.name}; {'; '.join(self.ops)}): {len(self.frame)} bytes"
 
+    def resolved(self, answers: list[bytes], seeds: tuple[Seed, ...]) -> "Case":
+        """The case of a ``respond`` seed, its frame made from the prefix answers, then mutated."""
+        if self.pending is None or self.seed.respond is None:
+            return self
+        rng = random.Random()
+        rng.setstate(self.pending)
+        ops, frame = _mutated(rng, list(self.seed.respond(answers)), seeds)
+        return Case(self.index, self.seed, ops, frame)
 
-def make_case(seed: int, index: int, seeds: tuple[Seed, ...]) -> Case:
-    """The case ``index`` of the run with ``seed``: the same two numbers always make the same bytes."""
-    rng = random.Random(f"odradek-fuzz/{seed}/{index}")
-    listener = rng.choice((SASL, KAFKA07))  # half each, though the SASL corpus is the larger
-    base = rng.choice([s for s in seeds if s.listener == listener])
-    fields = list(base.fields)
+
+def _mutated(rng: random.Random, fields: list[Field], seeds: tuple[Seed, ...]) -> tuple[tuple[str, ...], bytes]:
     ops: list[str] = []
     structural, byte_level = rng.choice(((1, 0), (0, 1), (1, 1), (2, 0), (0, 2), (2, 1), (1, 2)))
     for _ in range(structural):
@@ -390,7 +438,19 @@ def make_case(seed: int, index: int, seeds: tuple[Seed, ...]) -> Case:
     others = tuple(s.frame for s in seeds)
     for _ in range(byte_level):
         ops.append(mutate_bytes(rng, buf, others))
-    return Case(index, base, tuple(ops), bytes(buf))
+    return tuple(ops), bytes(buf)
+
+
+def make_case(seed: int, index: int, seeds: tuple[Seed, ...]) -> Case:
+    """The case ``index`` of the run with ``seed``: the same two numbers always make the same mutations (and
+    the same bytes, but for a SCRAM client-final, whose nonce the broker draws)."""
+    rng = random.Random(f"odradek-fuzz/{seed}/{index}")
+    listener = rng.choice((SASL, KAFKA07))  # half each, though the SASL corpus is the larger
+    base = rng.choice([s for s in seeds if s.listener == listener])
+    if base.respond is not None:
+        return Case(index, base, (), base.frame, rng.getstate())
+    ops, frame = _mutated(rng, list(base.fields), seeds)
+    return Case(index, base, ops, frame)
 
 
 def must_answer(listener: str, data: bytes) -> bool:
@@ -490,8 +550,10 @@ async def _read_frame(reader: asyncio.StreamReader, deadline_s: float) -> bytes:
     return await asyncio.wait_for(reader.readexactly(size), deadline_s)
 
 
-async def run_case(target: Target, case: Case, report: Report, deadline_s: float) -> None:
+async def run_case(target: Target, case: Case, report: Report, deadline_s: float,
+                   seeds: tuple[Seed, ...] | None = None) -> None:
     """Send one case on a connection of its own and judge what comes back (the module docstring's oracle)."""
+    seeds = seeds or corpus()
     listener = case.seed.listener
     try:
         reader, writer = await asyncio.wait_for(asyncio.open_connection(target.host, target.port(listener)),
@@ -500,14 +562,20 @@ async def run_case(target: Target, case: Case, report: Report, deadline_s: float
         report.findings.append(Finding("connect-failed", repr(exc), case))
         return
     try:
+        answers: list[bytes] = []
         for frame in case.seed.prefix:
             writer.write(frame)
             report.frames += 1
             try:
-                await _read_frame(reader, deadline_s)
+                answers.append(await _read_frame(reader, deadline_s))
             except (OSError, EOFError, asyncio.IncompleteReadError, asyncio.TimeoutError) as exc:
                 report.findings.append(Finding("prefix-refused", f"a valid corpus frame got {exc!r}", case))
                 return
+        try:
+            case = case.resolved(answers, seeds)
+        except (ValueError, KeyError, struct.error) as exc:
+            report.findings.append(Finding("prefix-refused", f"the answers to the corpus frames: {exc!r}", case))
+            return
         writer.write(case.frame)
         report.frames += 1
         got = 0
@@ -617,7 +685,7 @@ async def fuzz(target: Target, seed: int, max_cases: int, max_seconds: float, *,
         for index in indexes:
             if stopped():
                 return
-            await run_case(target, make_case(seed, index, seeds), report, deadline_s)
+            await run_case(target, make_case(seed, index, seeds), report, deadline_s, seeds)
             report.cases += 1
 
     workers_done = asyncio.Event()
