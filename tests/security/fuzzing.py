@@ -507,7 +507,7 @@ class Report:
     cases: int = 0
     frames: int = 0  # every frame sent, corpus prefixes included
     seconds: float = 0.0
-    outcomes: dict[str, int] = field(default_factory=dict)  # answered / closed / silent, per listener
+    outcomes: dict[str, int] = field(default_factory=dict)  # "<listener> answered" / "... closed silently"
     findings: list[Finding] = field(default_factory=list)
     probes: int = 0
     rss_before: int | None = None
