@@ -6,7 +6,7 @@ setting) whose 0.7 principal may use the fuzz topic alone. bench/fuzz_preauth.py
 long as asked.
 
 A failing run prints each finding with its seed and case index; `python bench/fuzz_preauth.py --seed S
---case N` replays one case against a fresh broker. ODRADEK_FUZZ_SEED runs another seed than the fixed one.
+--case N` (with `--secured` for the second run) replays one case against a fresh broker. ODRADEK_FUZZ_SEED runs another seed than the fixed one.
 """
 
 from __future__ import annotations
