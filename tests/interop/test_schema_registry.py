@@ -46,8 +46,9 @@ NO_DEFAULT = record_schema({"name": "name", "type": "string"}, {"name": "email",
 class RegistryProcess:
     """One `odradek registry` process; restartable on the same port."""
 
-    def __init__(self, bootstrap: str, log_path: Path) -> None:
+    def __init__(self, bootstrap: str, log_path: Path, extra_args: tuple[str, ...] = ()) -> None:
         self.bootstrap = bootstrap
+        self.extra_args = extra_args
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         self.log_path = log_path
@@ -55,7 +56,7 @@ class RegistryProcess:
 
     def start(self) -> "RegistryProcess":
         cmd = [sys.executable, "-m", "odradek", "registry", "--bootstrap", self.bootstrap,
-               "--listen", f"127.0.0.1:{self.port}"]
+               "--listen", f"127.0.0.1:{self.port}", *self.extra_args]
         with open(self.log_path, "a") as log:
             self.proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, text=True)
         wait_until(lambda: READY_MARKER in self.log_path.read_text() or self.proc.poll() is not None,
