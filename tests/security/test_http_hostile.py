@@ -17,12 +17,13 @@ import http.client
 import json
 import select
 import socket
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any, Iterator
 
 import pytest
 
-from odradek.http_guard import hash_password
 from tests.console.conftest import ConsoleProcess
 from tests.interop.helpers import consumer_config, wait_until
 
@@ -107,7 +108,11 @@ def basic(user: str, password: str) -> str:
 @pytest.fixture(scope="module")
 def secrets_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     d = tmp_path_factory.mktemp("http-secrets")
-    (d / "users").write_text(f"# test users\n{USER}:{hash_password(PASSWORD, iterations=1000)}\nbob:plain-pass\n")
+    # alice's line as `--hash-password` prints it, bob's password in the clear (accepted, not recommended)
+    hashed = subprocess.run([sys.executable, "-m", "odradek", "registry", "--hash-password", USER],
+                            input=PASSWORD + "\n", capture_output=True, text=True, timeout=60, check=True).stdout
+    assert hashed.startswith(f"{USER}:pbkdf2_sha256$") and PASSWORD not in hashed
+    (d / "users").write_text(f"# test users\n{hashed.strip()}\nbob:plain-pass\n")
     (d / "token").write_text(TOKEN + "\n")
     for f in d.iterdir():
         f.chmod(0o600)
@@ -405,3 +410,29 @@ def test_registry_never_answers_500_to_nested_bodies(registry) -> None:
     status, _, answer = call(registry.port, "POST", "/subjects/x/versions", b"[" * 200_000,
                              {"Content-Type": REGISTRY_JSON})
     assert status == 400 and answer["error_code"] == 400, (status, answer)
+
+
+def test_registry_on_every_interface_and_with_the_host_check_off(broker, tmp_path) -> None:
+    """Bound to 0.0.0.0 the registry answers to the machine's names and to IP addresses (an address cannot
+    be re-pointed by DNS), still not to other names; `--allowed-hosts '*'` answers to any."""
+    import socket as sockets
+
+    wildcard = RegistryProcess(broker.bootstrap, tmp_path / "wildcard.log")
+    wildcard.extra_args = ("--listen", f"0.0.0.0:{wildcard.port}", "--topic", "_schemas_wildcard")
+    anything = RegistryProcess(broker.bootstrap, tmp_path / "any.log", ("--allowed-hosts", "*", "--topic",
+                                                                          "_schemas_any"))
+    try:
+        wildcard.start()
+        anything.start()
+        for host in (sockets.gethostname(), f"{sockets.gethostname()}:{wildcard.port}", "localhost", "10.9.8.7",
+                     f"[::1]:{wildcard.port}"):
+            assert call(wildcard.port, "GET", "/subjects", host=host)[0] == 200, host
+        assert call(wildcard.port, "GET", "/subjects", host="attacker.example")[0] == 400
+        assert call(anything.port, "GET", "/subjects", host="attacker.example")[0] == 200
+        # the Origin check stays on without the Host check
+        status, _, _ = call(anything.port, "POST", "/subjects/s-value/versions", AVRO_STRING,
+                            {"Content-Type": REGISTRY_JSON, "Origin": EVIL}, host="attacker.example")
+        assert status == 403
+    finally:
+        wildcard.stop()
+        anything.stop()
