@@ -101,7 +101,8 @@ async (targets) => {
                              body: JSON.stringify(body)}); sent.push("no-cors"); } catch (e) { sent.push(String(e)); }
     // a JSON body needs a pre-flight, which the services never grant
     try { await fetch(url, {method: "POST", headers: {"Content-Type": "application/json"},
-                             body: JSON.stringify(body)}); sent.push("cors-ok"); } catch (e) { sent.push("cors-refused"); }
+                             body: JSON.stringify(body)}); sent.push("cors-ok"); }
+    catch (e) { sent.push("cors-refused"); }
   }
   return sent;
 }

@@ -221,7 +221,8 @@ def test_console_refuses_cross_site_writes_and_nothing_changes(broker, console, 
 
 def test_console_answers_only_its_own_host_names(broker, console, topic_name) -> None:
     port = console.port
-    assert call(port, "POST", "/api/topics", json.dumps({"name": topic_name}), {"Content-Type": "application/json"})[0] == 201
+    json_type = {"Content-Type": "application/json"}
+    assert call(port, "POST", "/api/topics", json.dumps({"name": topic_name}), json_type)[0] == 201
     wait_until(lambda: topic_name in topic_names(broker.bootstrap), timeout=30, message="the topic to exist")
     for host in ("attacker.example", f"attacker.example:{port}", "127.0.0.1.nip.io", "", "bad host"):
         for method, path in (("GET", "/api/topics"), ("GET", "/"), ("DELETE", f"/api/topics/{topic_name}")):
@@ -290,7 +291,8 @@ def test_registry_refuses_cross_site_registration(registry) -> None:
     assert call(port, "GET", "/config")[2] == {"compatibilityLevel": "BACKWARD"}
     # each of the JSON types Confluent's registry takes
     for i, content_type in enumerate((REGISTRY_JSON, "application/vnd.schemaregistry+json", "application/json")):
-        schema = json.dumps({"schema": json.dumps({"type": "enum", "name": "E", "symbols": [f"S{j}" for j in range(i + 1)]})})
+        symbols = [f"S{j}" for j in range(i + 1)]  # each adds a symbol: compatible under BACKWARD
+        schema = json.dumps({"schema": json.dumps({"type": "enum", "name": "E", "symbols": symbols})})
         status, _, answer = call(port, "POST", f"/subjects/{subject}/versions", schema,
                                  {"Content-Type": content_type, "Origin": f"http://127.0.0.1:{port}"})
         assert status == 200 and answer["id"] > 0, (content_type, answer)
@@ -384,7 +386,8 @@ def test_registry_refuses_schemas_too_deep_or_too_large(registry, case: str) -> 
     }[case]()
     body = json.dumps({"schema": schema, "schemaType": schema_type})
     subject = f"hostile-{case}-value"
-    for path in (f"/subjects/{subject}/versions", f"/subjects/{subject}", f"/compatibility/subjects/{subject}/versions"):
+    for path in (f"/subjects/{subject}/versions", f"/subjects/{subject}",
+                 f"/compatibility/subjects/{subject}/versions"):
         status, _, answer = call(port, "POST", path, body, {"Content-Type": REGISTRY_JSON})
         if path.startswith("/subjects/") and not path.endswith("versions") and status == 404:
             continue  # lookup under a subject that does not exist: Confluent answers 40401 before parsing
