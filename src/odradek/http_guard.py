@@ -212,6 +212,12 @@ class HttpGuard:
             if policy.token:
                 challenges.append((b"www-authenticate", f'Bearer realm="odradek {policy.service}"'.encode()))
             return 401, "Authentication required", challenges
+        length = headers.get("content-length", [None])[0]
+        if length is not None:
+            if not length.strip().isdigit():
+                return 400, f"Invalid Content-Length {length!r}", []
+            if int(length) > policy.max_body_bytes:
+                return 413, f"Request body larger than {policy.max_body_bytes} bytes (--max-request-bytes)", []
         if method not in STATE_CHANGING:
             return None
         origin = headers.get("origin", [None])[0]
@@ -223,12 +229,6 @@ class HttpGuard:
         if (method != "DELETE" or has_body or content_type) and content_type not in policy.json_types:
             return 415, (f"Unsupported Content-Type {content_type or '(none)'!r}: a {method} takes "
                          f"{' or '.join(sorted(policy.json_types))}"), []
-        length = headers.get("content-length", [None])[0]
-        if length is not None:
-            if not length.strip().isdigit():
-                return 400, f"Invalid Content-Length {length!r}", []
-            if int(length) > policy.max_body_bytes:
-                return 413, f"Request body larger than {policy.max_body_bytes} bytes (--max-request-bytes)", []
         return None
 
     def _own_origin(self, origin: str, host: str) -> bool:
@@ -337,8 +337,14 @@ def print_users_line(user: str) -> int:
 def policy_from_args(prog: str, args: argparse.Namespace, bind_host: str, error_body: ErrorBody = json_error,
                      json_types: frozenset[str] = JSON_TYPES) -> GuardPolicy | None:
     """The policy of the flags add_arguments added; None after printing why they are wrong."""
-    listed = tuple(h.strip().lower().rstrip(".") for h in args.allowed_hosts.split(",") if h.strip())
-    policy = GuardPolicy(prog, HostRule(bind_host, listed), args.max_request_bytes, error_body, json_types)
+    listed = []
+    for entry in (h.strip().lower() for h in args.allowed_hosts.split(",") if h.strip()):
+        name = entry if entry in ("*",) or entry.startswith(".") else host_name(entry)  # a port given is dropped
+        if name is None:
+            print(f"odradek {prog}: --allowed-hosts: {entry!r} is not a host name", file=sys.stderr)
+            return None
+        listed.append(name.rstrip("."))
+    policy = GuardPolicy(prog, HostRule(bind_host, tuple(listed)), args.max_request_bytes, error_body, json_types)
     if args.max_request_bytes <= 0:
         print(f"odradek {prog}: --max-request-bytes must be positive", file=sys.stderr)
         return None
