@@ -439,3 +439,20 @@ def test_registry_on_every_interface_and_with_the_host_check_off(broker, tmp_pat
     finally:
         wildcard.stop()
         anything.stop()
+
+
+@pytest.mark.parametrize("command", ["console", "registry"])
+def test_bad_protection_flags_stop_the_command(tmp_path, command: str) -> None:
+    """A users file that cannot be read, one without users, an empty token, a bad host name: exit 2 with the
+    reason, before anything listens (no broker is needed to get there)."""
+    no_users, no_token = tmp_path / "no-users", tmp_path / "no-token"
+    no_users.write_text("# nobody\n")
+    no_token.write_text("\n")
+    for flags, reason in ((["--users-file", str(tmp_path / "missing")], "missing"),
+                          (["--users-file", str(no_users)], "no users"),
+                          (["--token-file", str(no_token)], "is empty"),
+                          (["--allowed-hosts", "bad host"], "--allowed-hosts"),
+                          (["--max-request-bytes", "0"], "--max-request-bytes")):
+        done = subprocess.run([sys.executable, "-m", "odradek", command, "--bootstrap", "127.0.0.1:1", "--listen",
+                               "127.0.0.1:1", *flags], capture_output=True, text=True, timeout=60)
+        assert done.returncode == 2 and reason in done.stderr, (flags, done.returncode, done.stderr)
