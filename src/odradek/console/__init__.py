@@ -1,11 +1,13 @@
 """`odradek console`: a web console for any Kafka-compatible cluster (docs/console.md).
 
     odradek console --bootstrap HOST:PORT [--listen 127.0.0.1:8080] [--command-config FILE]
+        [--allowed-hosts HOST,...] [--users-file PATH] [--token-file PATH] [--max-request-bytes N]
 
 It talks to the cluster only through confluent-kafka's AdminClient, Consumer and Producer (never odradek's
 internals), so it works as well against Apache Kafka. `--command-config` names a properties file of client
 settings (security.protocol, sasl.*, ssl.*, ...) given to every client. Once it listens it prints
 `odradek console: serving on http://HOST:PORT/`.
+Every request passes odradek.http_guard first (Host, Origin, Content-Type, authentication, body size).
 """
 
 from __future__ import annotations

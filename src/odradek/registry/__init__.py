@@ -2,11 +2,13 @@
 (docs/schema-registry.md).
 
     odradek registry --bootstrap HOST:PORT [--listen 127.0.0.1:8081] [--command-config FILE]
+        [--allowed-hosts HOST,...] [--users-file PATH] [--token-file PATH] [--max-request-bytes N]
 
 It talks to the cluster only through confluent-kafka, so it works as well against Apache Kafka.
 `--command-config` names a properties file of client settings (security.protocol, sasl.*, ssl.*, ...)
 given to every client. It reads the whole `_schemas` topic before it listens, then prints
 `odradek registry: listening on http://HOST:PORT`.
+Every request passes odradek.http_guard first (Host, Origin, Content-Type, authentication, body size).
 
 Modules: formats.py (what each schema format offers, dispatch by schemaType), avro.py, jsonschema_format.py,
 protobuf_format.py (parsing, identity, reader/writer compatibility of each), compatibility.py (the levels), state.py
