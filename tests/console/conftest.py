@@ -33,12 +33,12 @@ def _unavailable(reason: str):
 
 
 class ConsoleProcess:
-    def __init__(self, bootstrap: str, log_path: Path) -> None:
+    def __init__(self, bootstrap: str, log_path: Path, extra_args: tuple[str, ...] = ()) -> None:
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         self.log_path = log_path
         cmd = [sys.executable, "-m", "odradek", "console", "--bootstrap", bootstrap,
-               "--listen", f"127.0.0.1:{self.port}", "--sample-interval", "1"]
+               "--listen", f"127.0.0.1:{self.port}", "--sample-interval", "1", *extra_args]
         self.log = open(log_path, "w")
         self.proc = subprocess.Popen(cmd, stdout=self.log, stderr=subprocess.STDOUT, text=True)
         deadline = time.monotonic() + START_TIMEOUT_S

@@ -46,8 +46,9 @@ NO_DEFAULT = record_schema({"name": "name", "type": "string"}, {"name": "email",
 class RegistryProcess:
     """One `odradek registry` process; restartable on the same port."""
 
-    def __init__(self, bootstrap: str, log_path: Path) -> None:
+    def __init__(self, bootstrap: str, log_path: Path, extra_args: tuple[str, ...] = ()) -> None:
         self.bootstrap = bootstrap
+        self.extra_args = extra_args
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         self.log_path = log_path
@@ -55,10 +56,12 @@ class RegistryProcess:
 
     def start(self) -> "RegistryProcess":
         cmd = [sys.executable, "-m", "odradek", "registry", "--bootstrap", self.bootstrap,
-               "--listen", f"127.0.0.1:{self.port}"]
+               "--listen", f"127.0.0.1:{self.port}", *self.extra_args]
+        # the log is appended to across restarts: wait for one more ready line than it already has
+        seen = self.log_path.read_text().count(READY_MARKER) if self.log_path.exists() else 0
         with open(self.log_path, "a") as log:
             self.proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, text=True)
-        wait_until(lambda: READY_MARKER in self.log_path.read_text() or self.proc.poll() is not None,
+        wait_until(lambda: self.log_path.read_text().count(READY_MARKER) > seen or self.proc.poll() is not None,
                    timeout=START_TIMEOUT_S, message="odradek registry to listen")
         if self.proc.poll() is not None:
             raise RuntimeError(f"odradek registry exited: {self.log_path.read_text()[-3000:]}")

@@ -85,6 +85,8 @@ async def _json_body(request: Request) -> dict:
         body = await request.json()
     except ValueError:
         raise ConsoleError("the request body must be JSON") from None
+    except RecursionError:
+        raise ConsoleError("the request body is JSON nested too deeply") from None
     if not isinstance(body, dict):
         raise ConsoleError("the request body must be a JSON object")
     return body

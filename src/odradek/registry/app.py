@@ -43,6 +43,9 @@ from odradek.registry.state import State, Version, parse_references
 from odradek.registry.store import Store
 
 CONTENT_TYPE = "application/vnd.schemaregistry.v1+json"
+# the request bodies Confluent's registry takes that are JSON (it also takes application/octet-stream, which
+# odradek does not: docs/schema-registry.md)
+JSON_TYPES = frozenset({CONTENT_TYPE, "application/vnd.schemaregistry+json", "application/json"})
 Handler = Callable[[Request], Awaitable[Any]]
 
 
@@ -51,6 +54,12 @@ class RegistryResponse(Response):
 
     def render(self, content: Any) -> bytes:
         return json.dumps(content, separators=(",", ":")).encode()
+
+
+def error_body(status: int, message: str) -> tuple[bytes, str]:
+    """The registry's error shape for the answers of odradek.http_guard (error_code: the HTTP status, as
+    Confluent's registry answers for errors of the HTTP layer)."""
+    return json.dumps({"error_code": status, "message": message}).encode(), CONTENT_TYPE
 
 
 def _flag(request: Request, name: str) -> bool:
@@ -62,6 +71,8 @@ async def _body(request: Request) -> dict:
         body = json.loads(await request.body() or b"{}")
     except ValueError as exc:
         raise errors.bad_request(f"Unrecognized request body: {exc}") from None
+    except RecursionError:
+        raise errors.bad_request("Unrecognized request body: JSON nested too deeply") from None
     if not isinstance(body, dict):
         raise errors.bad_request("The request body must be a JSON object")
     return body

@@ -19,7 +19,7 @@ from typing import Any, ClassVar
 import fastavro
 from fastavro.schema import SchemaParseException, UnknownType
 
-from odradek.registry.formats import InvalidSchema, Resolved
+from odradek.registry.formats import InvalidSchema, Resolved, load_json_schema
 
 PRIMITIVES = frozenset({"null", "boolean", "int", "long", "float", "double", "bytes", "string"})
 NAMED = frozenset({"record", "error", "enum", "fixed"})
@@ -58,10 +58,7 @@ class AvroSchema:
 def parse(text: str, references: Resolved = ()) -> AvroSchema:
     """Parse and validate schema text (JSON); InvalidSchema says why it is not a schema. `references` are
     the parsed schemas this one may name types from."""
-    try:
-        raw = json.loads(text)
-    except (TypeError, ValueError) as exc:
-        raise InvalidSchema(f"Invalid schema: not JSON: {exc}") from None
+    raw = load_json_schema(text)
     _check_fields(raw)
     names: dict[str, dict] = {}
     known: dict[str, Any] = {}

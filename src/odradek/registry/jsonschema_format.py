@@ -49,7 +49,7 @@ from urllib.parse import unquote
 import jsonschema
 from jsonschema.exceptions import SchemaError
 
-from odradek.registry.formats import InvalidSchema, Resolved
+from odradek.registry.formats import InvalidSchema, Resolved, load_json_schema
 
 # keywords that only need to be equal in reader and writer (their compatibility is not worked out)
 EQUAL_ONLY = ("not", "if", "then", "else", "patternProperties", "dependencies", "dependentRequired",
@@ -72,10 +72,7 @@ class JsonSchema:
 
 def parse(text: str, references: Resolved = ()) -> JsonSchema:
     """Parse and validate JSON Schema text; InvalidSchema says why it is not one."""
-    try:
-        document = json.loads(text)
-    except (TypeError, ValueError) as exc:
-        raise InvalidSchema(f"Invalid schema: not JSON: {exc}") from None
+    document = load_json_schema(text)
     if not isinstance(document, (dict, bool)):
         raise InvalidSchema("Invalid schema: a JSON Schema is an object or a boolean")
     validator = jsonschema.validators.validator_for(document, default=jsonschema.Draft7Validator)

@@ -45,7 +45,7 @@ import threading
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
-from odradek.registry.formats import InvalidSchema, Resolved
+from odradek.registry.formats import InvalidSchema, Resolved, check_size
 
 # Scalars that read each other's encoding (same wire type and value interpretation up to truncation).
 WIRE_GROUPS = [{"int32", "uint32", "int64", "uint64", "bool"}, {"sint32", "sint64"}, {"fixed32", "sfixed32"},
@@ -97,6 +97,7 @@ def parse(text: str, references: Resolved = ()) -> ProtobufSchema:
         pb = _pb()
     except ImportError as exc:  # pragma: no cover - protobuf is a core dependency
         raise InvalidSchema(f"Protobuf schemas need the protobuf package: {exc}") from None
+    check_size(text)
     deps: dict[str, Any] = {}
     for name, ref in references:
         if not isinstance(ref, ProtobufSchema):

@@ -207,6 +207,8 @@ class State:
             return format_of(schema_type).parse(text, self._resolve(references))
         except InvalidSchema as exc:
             raise errors.invalid_schema(str(exc)) from None
+        except RecursionError:  # a parser's own recursion, on a schema within the limits of formats.py
+            raise errors.invalid_schema("Invalid schema: nested too deeply to parse") from None
 
     def identity(self, v: Version) -> tuple | None:
         """What makes two versions the same schema (None if the stored schema no longer parses)."""
