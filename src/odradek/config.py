@@ -11,6 +11,7 @@ on what it does and its unit; DescribeConfigs returns it as the config's `docume
 from __future__ import annotations
 
 import logging
+import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
@@ -22,6 +23,19 @@ log = logging.getLogger(__name__)
 
 LONG_MAX = (1 << 63) - 1
 HOUR_MS = 3600 * 1000
+
+
+def default_request_memory() -> int:
+    """queued.max.request.bytes when it is not set: 1/16 of the machine's physical memory, at most 256 MiB
+    (docs/security.md, "Memory and connection limits"). Kafka's -1 (no bound) lets connections that announce
+    large requests take what the machine has; 256 MiB still holds two full default-size requests
+    (socket.request.max.bytes, 100 MiB) and, as one frame alone is always read, never refuses a request."""
+    try:
+        physical = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (AttributeError, ValueError, OSError):  # no sysconf (Windows): the cap alone
+        physical = 0
+    cap = 256 << 20
+    return min(cap, physical // 16) if physical > 0 else cap
 
 
 class ConfigError(ValueError):
@@ -395,6 +409,9 @@ BROKER_PROPERTIES: dict[str, Property] = {
         Property("connections.max.reauth.ms", _parse_int, 0, _at_least(0),
                  doc="Longest a SASL login lasts before the client must authenticate again; 0 for no limit "
                      "(milliseconds)."),
+        Property("sasl.server.max.receive.size", _parse_int, 524288, _at_least(1),
+                 doc="Largest frame a SASL listener reads before the login completes (and while re-authenticating); "
+                     "a larger one closes the connection before anything is buffered (bytes)."),
         Property("connection.failed.authentication.delay.ms", _parse_int, 100, _at_least(0),
                  doc="Pause before the broker answers a failed login and closes the connection (milliseconds)."),
         Property("sasl.oauthbearer.jwks.endpoint.url", str, "",
@@ -411,9 +428,14 @@ BROKER_PROPERTIES: dict[str, Property] = {
         Property("sasl.oauthbearer.clock.skew.seconds", _parse_int, 30, _at_least(0),
                  doc="Slack allowed between clocks when a token's times are checked (seconds)."),
         # connection limits (net/limits.py) and the bytes of requests being read (net/framing.py)
-        Property("queued.max.request.bytes", _parse_int, -1, lambda v: isinstance(v, int) and (v == -1 or v > 0),
-                 doc="Bound on bytes of requests read but not yet answered, over all connections; -1 for no bound "
-                     "(bytes)."),
+        Property("queued.max.request.bytes", _parse_int, default_request_memory(),
+                 lambda v: isinstance(v, int) and (v == -1 or v > 0),
+                 doc="Bound on bytes of large requests being read, over all connections: a request that does not "
+                     "fit waits, its connection unread; by default 1/16 of physical memory, at most 256 MiB; -1 "
+                     "for no bound (bytes)."),
+        Property("connections.max.idle.ms", _parse_int, 600000, lambda v: isinstance(v, int) and (v == -1 or v > 0),
+                 doc="A connection that has sent nothing for this long and has no request in flight is closed, "
+                     "one whose TLS handshake or SASL login never finished included; -1 never (milliseconds)."),
         Property("max.connections", _parse_int, 2147483647, _at_least(0),
                  doc="Most client connections the broker keeps open at once (a count)."),
         Property("max.connections.per.ip", _parse_int, 2147483647, _at_least(0),

@@ -9,7 +9,7 @@ import struct
 import pytest
 
 from odradek.net.connection import KafkaConnection
-from odradek.net.framing import OWN_BUFFER_FIRST_MAX, OWN_BUFFER_MIN, SCRATCH_BYTES
+from odradek.net.framing import OWN_BUFFER_FIRST_MIN, OWN_BUFFER_MIN, SCRATCH_BYTES, FrameReader, RequestMemory
 
 
 class Transport:
@@ -84,7 +84,7 @@ def make(max_bytes: int = 100 << 20) -> tuple[KafkaConnection, Recorder, Transpo
 @pytest.mark.parametrize("seed", range(5))
 def test_frames_of_every_size_arrive_whole_and_in_order(seed: int) -> None:
     rng = random.Random(seed)
-    sizes = [4, 100, OWN_BUFFER_MIN - 1, OWN_BUFFER_MIN, SCRATCH_BYTES + 1, 300_000, OWN_BUFFER_FIRST_MAX + 12_345, 9]
+    sizes = [4, 100, OWN_BUFFER_MIN - 1, OWN_BUFFER_MIN, SCRATCH_BYTES + 1, 300_000, (5 << 20) + 12_345, 9]
     payloads = [rng.randbytes(size) for size in sizes]
     conn, recorder, transport = make()
     feed(conn, b"".join(framed(p) for p in payloads), rng)
@@ -137,3 +137,75 @@ def test_a_large_frame_completed_while_writing_is_paused_waits_for_resume() -> N
     conn.resume_writing()
     assert [bytes(f) for f in recorder.frames] == [big, b"next"]
     assert transport.written == [b"big!", b"next"]
+
+
+def test_a_large_frame_buffer_grows_with_the_bytes_that_arrive_not_the_size_announced() -> None:
+    memory = RequestMemory(1 << 30)
+    reader = FrameReader(200 << 20, memory)
+    sent = 0
+
+    def read(data: bytes) -> None:
+        nonlocal sent
+        while data:
+            buf = reader.get_buffer()
+            n = min(len(buf), len(data))
+            buf[:n] = data[:n]
+            reader.buffer_updated(n)
+            data = data[n:]
+            sent += n
+            assert reader.next_frame() is None
+
+    read(struct.pack(">i", 100 << 20) + bytes(100))
+    assert memory.used == OWN_BUFFER_FIRST_MIN  # the floor, not 100 MiB
+    read(bytes(300_000))
+    # never more than twice what arrived (the buffer doubles once full)
+    assert OWN_BUFFER_FIRST_MIN < memory.used <= 2 * sent
+    assert reader.clear() == memory.used or memory.used == 0
+    assert memory.used == 0
+
+
+def test_a_sasl_listener_caps_frames_until_the_login_completes() -> None:
+    from odradek.net.sasl import SaslListener, SaslSession
+
+    listener = SaslListener("SASL_PLAINTEXT", ("PLAIN",), {"u": "p"}, lambda *_: None, 0, max_receive_size=1000)
+    recorder, transport = Recorder(), Transport()
+    conn = KafkaConnection(recorder, 100 << 20)
+    conn.sasl = SaslSession(listener, "?")
+    conn.connection_made(transport)
+    feed(conn, struct.pack(">i", 1001) + b"x" * 10, random.Random(0))
+    assert transport.closed and recorder.frames == []
+    # once authenticated, socket.request.max.bytes applies again
+    recorder, transport = Recorder(), Transport()
+    conn = KafkaConnection(recorder, 100 << 20)
+    conn.sasl = SaslSession(listener, "?")
+    conn.sasl.state = SaslSession.AUTHENTICATED
+    conn.connection_made(transport)
+    big = b"\x00\x00" + bytes(5000)
+    feed(conn, framed(big), random.Random(0))
+    assert not transport.closed and [bytes(f) for f in recorder.frames] == [big]
+
+
+def test_the_idle_sweep_closes_a_connection_only_after_a_whole_idle_period_without_reads() -> None:
+    conn, recorder, transport = make()
+    conn.max_idle_s = 10.0
+    assert not conn.sweep_idle(100.0)  # the first sweep starts its idle period
+    assert not conn.sweep_idle(109.0)
+    feed(conn, framed(b"ping"), random.Random(0))
+    assert not conn.sweep_idle(115.0)  # a read: idle again from this sweep
+    assert not conn.sweep_idle(124.0) and not transport.closed
+    assert conn.sweep_idle(125.0) and transport.closed
+
+
+def test_a_connection_with_a_request_in_flight_is_not_idle() -> None:
+    async def run() -> None:
+        conn, recorder, transport = make()
+        conn.max_idle_s = 1.0
+        feed(conn, framed(b"wait"), random.Random(0))
+        assert not conn.sweep_idle(0.0)
+        assert not conn.sweep_idle(50.0) and not transport.closed
+        recorder.waiting[0].set_result(b"done")
+        await asyncio.sleep(0)
+        assert not conn.sweep_idle(50.5)  # idle from the last sweep that saw the request in flight
+        assert conn.sweep_idle(51.0)
+
+    asyncio.run(run())

@@ -23,7 +23,9 @@ it completes).
 
 A connection that fails, or a request that gets no answer within its timeout, closes the connection and
 fails every request waiting on it with `BrokerUnavailable`; the next request connects again. Callers
-decide whether and when to retry.
+decide whether and when to retry. A connection unused for CLIENT_IDLE_S is closed by this side before the
+next request, as Kafka's clients do (540 s against the broker's 600 s `connections.max.idle.ms`), so a
+request never races the other broker's idle close.
 
 Not thread-safe; owned by the event loop.
 """
@@ -52,6 +54,7 @@ SASL_HANDSHAKE_VERSION = 1  # v1: the tokens travel in SaslAuthenticate requests
 SASL_AUTHENTICATE_VERSION = 2  # v1+ answers with the session lifetime; v2 is the flexible encoding
 MAX_SASL_STEPS = 8  # PLAIN takes one token, SCRAM two: a server asking for more is not a SASL server
 REAUTH_DRAIN_TIMEOUT_S = 30.0  # re-authentication waits this long at most for the requests in flight
+CLIENT_IDLE_S = 540.0  # Kafka clients' connections.max.idle.ms: under the broker's 600 s, so this side closes first
 
 
 class BrokerUnavailable(ConnectionError):
@@ -113,6 +116,7 @@ class BrokerClient:
         self._connecting: asyncio.Future | None = None
         self._pending: dict[int, tuple[int, int, asyncio.Future]] = {}
         self._next_correlation_id = 0
+        self._last_request_at = 0.0  # loop time of the latest request (CLIENT_IDLE_S)
         self._closed = False
 
     def __repr__(self) -> str:
@@ -128,6 +132,10 @@ class BrokerClient:
         """Send one request and return the decoded response body; raises BrokerUnavailable."""
         if self._closed:
             raise BrokerUnavailable(f"client of broker {self.node_id} is closed")
+        loop_time = asyncio.get_running_loop().time()
+        if loop_time - self._last_request_at > CLIENT_IDLE_S and not self._pending and self._connecting is None:
+            self._disconnect(BrokerUnavailable(f"connection to broker {self.node_id} idle"))  # nothing waits on it
+        self._last_request_at = loop_time
         transport = await self._connected()
         return await self._exchange(transport, api_key, version, body, timeout_s)
 

@@ -26,6 +26,17 @@ written through the transport like any other response, whose flow control then a
 A client over one of its quotas (broker/quotas.py) is muted the same way for its throttle time: its
 response goes out at once, and nothing more is read from it until the time has passed (KIP-219).
 
+On a SASL listener, until the login completes (and again from a re-authentication's SaslHandshake until
+it completes), the frame limit is the listener's `sasl.server.max.receive.size` (512 KiB by default), as
+Kafka's SaslServerAuthenticator reads with: a stranger cannot make the broker buffer more than that.
+
+`connections.max.idle.ms`: a read marks the connection active (an attribute store, nothing more); the
+server's sweep (net/server.py) calls `sweep_idle` a few times per idle period, and a connection neither
+read from nor holding a request in flight (a handler's answer awaited, its frame waiting for request
+memory, a quota's throttle, a client not reading its responses) for the whole period is closed, as
+Kafka's Selector closes a connection by the time of its last activity. A TLS connection is a
+KafkaConnection only once its handshake is done; before that, the listener's ssl_handshake_timeout bounds it.
+
 Each connection knows its listener (Metadata answers with that listener's endpoints) and its principal:
 `User:ANONYMOUS`, or from a client certificate on a TLS listener (net/tls.py).
 
@@ -41,7 +52,8 @@ import socket
 import time
 from typing import Protocol, Union
 
-from odradek.net.framing import FrameReader, FrameTooLarge, RequestMemory
+from odradek.net.allocator import FreedMemory
+from odradek.net.framing import SCRATCH_BYTES, FrameReader, FrameTooLarge, RequestMemory
 from odradek.net.limits import ConnectionLimits
 from odradek.net.listeners import Listener
 from odradek.net.sasl import AuthenticationFailed, SaslSession
@@ -75,7 +87,12 @@ class KafkaConnection(asyncio.BufferedProtocol):
         self._throttled_until = 0.0  # a client over its quota: nothing is read before this (loop time)
         self.limits: ConnectionLimits | None = None  # counted there while open
         self._counted = False
+        self._max_request_bytes = max_request_bytes
         self._frames = FrameReader(max_request_bytes, memory)
+        self.freed: FreedMemory | None = None  # told what a closing connection's buffers held (net/allocator.py)
+        self.max_idle_s = -1.0  # connections.max.idle.ms of its listener, in seconds; < 0: never idle
+        self._read_since_sweep = False
+        self._idle_since = time.monotonic()
         self._awaiting_memory = False  # a large frame waits for queued.max.request.bytes (net/framing.py)
         self._outstanding: asyncio.Future | None = None  # a handler's response, or a send with sendfile
         self._transport: asyncio.Transport | None = None
@@ -109,6 +126,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
             self._counted = True
         if self.sasl is not None:
             self.sasl.peer = self.peer
+            self._limit_frames(self.sasl)
         if self._tls is not None:
             self.principal = self._tls.principal(transport.get_extra_info("ssl_object"))
 
@@ -116,6 +134,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
         return self._frames.get_buffer()
 
     def buffer_updated(self, nbytes: int) -> None:
+        self._read_since_sweep = True
         if self._stamp_reads:
             self.read_at = time.perf_counter()
         self._frames.buffer_updated(nbytes)
@@ -163,7 +182,9 @@ class KafkaConnection(asyncio.BufferedProtocol):
             self._outstanding.cancel()
             self._outstanding = None
         self._transport = None
-        self._frames.clear()
+        dropped = self._frames.clear() + SCRATCH_BYTES  # the scratch buffer goes with this object
+        if self.freed is not None:
+            self.freed.dropped(dropped)
 
     def pause_writing(self) -> None:
         self._writing_paused = True
@@ -186,6 +207,26 @@ class KafkaConnection(asyncio.BufferedProtocol):
             self._transport.close()
             self._transport = None
 
+    def sweep_idle(self, now: float) -> bool:
+        """The server's idle sweep, at time.monotonic() ``now``: close the connection if nothing was read from
+        it and no request of it was in flight for max_idle_s (see the module docstring). True if closed."""
+        if self._read_since_sweep or self._transport is None or self._over_limit() or self._frames.blocked:
+            self._read_since_sweep = False
+            self._idle_since = now
+            return False
+        if self.max_idle_s < 0 or now - self._idle_since < self.max_idle_s:
+            return False
+        log.info("closing %s: idle for connections.max.idle.ms (%d ms)", self.peer, int(self.max_idle_s * 1000))
+        self.close()
+        return True
+
+    def _limit_frames(self, sasl: SaslSession) -> None:
+        """The frame limit for the SASL state: sasl.server.max.receive.size until a login completes."""
+        if sasl.state == SaslSession.AUTHENTICATED:
+            self._frames.max_frame_bytes = self._max_request_bytes
+        else:
+            self._frames.max_frame_bytes = min(self._max_request_bytes, sasl.listener.max_receive_size)
+
     def _handle_frame(self, frame: bytes) -> bool:
         sasl = self.sasl
         if sasl is not None and (sasl.state != SaslSession.AUTHENTICATED or sasl.expired()):
@@ -207,9 +248,11 @@ class KafkaConnection(asyncio.BufferedProtocol):
             log.exception("closing %s: request handling failed", self.peer)
             self.close()
             return False
-        if sasl is not None and sasl.state == SaslSession.FAILED:
-            self._refuse_later(sasl, slot)
-            return False
+        if sasl is not None:
+            if sasl.state == SaslSession.FAILED:
+                self._refuse_later(sasl, slot)
+                return False
+            self._limit_frames(sasl)  # a login completed, or a re-authentication began
         if isinstance(slot, asyncio.Future):
             self._hold(slot, self._on_response_ready)
         elif slot is not None and self.is_open:
@@ -257,6 +300,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
             return False
         if sasl.authenticated:
             self.principal = sasl.principal or ANONYMOUS
+        self._limit_frames(sasl)
         if self.is_open:
             self._transport.write(len(answer).to_bytes(4, "big") + answer)
         return self.is_open

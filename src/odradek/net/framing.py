@@ -8,8 +8,10 @@ Socket reads go to a scratch buffer of SCRATCH_BYTES; a small frame is copied ou
 OWN_BUFFER_MIN bytes or more gets a bytearray of its own once its size prefix is read, and the rest of it
 is read by the kernel straight into that buffer: a produced record set reaches the segment file, and a
 fetched one the follower's segment file, without a copy in Python (only what one read put into the scratch
-buffer is copied over). That buffer starts at most OWN_BUFFER_FIRST_MAX big and doubles as its bytes
-arrive, so a peer that announces a huge frame and sends little costs what it sent.
+buffer is copied over). That buffer is sized from the bytes that have arrived, not from the size announced:
+twice what is there, at least OWN_BUFFER_FIRST_MIN, never past the frame; it doubles each time it fills. A
+peer that announces a 100 MiB frame and sends 64 KiB of it holds a buffer of at most twice what it sent
+(128 KiB), not 100 MiB.
 
 With a `RequestMemory` (`queued.max.request.bytes`), those own buffers are taken from one budget shared by
 every connection: a frame whose buffer (or its next doubling) does not fit waits, with `blocked` set and its
@@ -34,7 +36,7 @@ from typing import Callable
 SCRATCH_BYTES = 32 * 1024
 MIN_READ = 4 * 1024
 OWN_BUFFER_MIN = 16 * 1024
-OWN_BUFFER_FIRST_MAX = 4 * 1024 * 1024
+OWN_BUFFER_FIRST_MIN = 64 * 1024  # a frame's first own buffer: twice the bytes present, at least this
 
 
 class FrameTooLarge(Exception):
@@ -131,7 +133,7 @@ class FrameReader:
                 part = self._view[body:body + size]
                 return bytearray(part) if size >= OWN_BUFFER_MIN else part.tobytes()
             if size >= OWN_BUFFER_MIN:
-                first = min(size, max(OWN_BUFFER_FIRST_MAX, self._end - body))
+                first = min(size, max(OWN_BUFFER_FIRST_MIN, 2 * (self._end - body)))
                 if self.memory is not None and not self._reserve(first):
                     self.blocked = True  # its bytes stay in the scratch buffer until memory is had
                     return None
@@ -142,10 +144,19 @@ class FrameReader:
             self._start = self._end = 0
         return None
 
-    def clear(self) -> None:
+    def clear(self) -> int:
+        """Drop every byte read and not taken (a connection closed): the frame's own buffer and a scratch
+        buffer grown past SCRATCH_BYTES go back to the allocator, and its memory to the budget. Returns the
+        bytes of buffers dropped."""
+        dropped = len(self._frame) if self._frame is not None else 0
+        if len(self._scratch) > SCRATCH_BYTES:
+            dropped += len(self._scratch)
+            self._scratch = bytearray(SCRATCH_BYTES)
+            self._view = memoryview(self._scratch)
         self._start = self._end = 0
         self._frame = self._frame_view = None
         self._release()
+        return dropped
 
     def _reserve(self, nbytes: int) -> bool:
         if self.memory is None:

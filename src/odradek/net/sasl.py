@@ -352,6 +352,7 @@ class SaslListener:
     scram_credentials: Callable[[str, str], ScramCredential | None]
     max_reauth_ms: int
     failed_delay_ms: int = 100  # connection.failed.authentication.delay.ms
+    max_receive_size: int = 524288  # sasl.server.max.receive.size: the frame limit before a login completes
     jwt: JwtValidator | None = None  # OAUTHBEARER's
 
     @classmethod
@@ -372,7 +373,8 @@ class SaslListener:
                                   '.plain.sasl.jaas.config names no user_<name>="<password>"')
         jwt = JwtValidator(config, listener) if "OAUTHBEARER" in mechanisms else None
         return cls(listener, mechanisms, users, scram_credentials, config.int("connections.max.reauth.ms"),
-                   config.int("connection.failed.authentication.delay.ms"), jwt)
+                   config.int("connection.failed.authentication.delay.ms"),
+                   int(config.for_listener(listener, "sasl.server.max.receive.size")), jwt)
 
     def mechanism(self, name: str) -> Mechanism:
         if name == "PLAIN":

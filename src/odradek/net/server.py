@@ -1,5 +1,13 @@
 """The listeners: accept connections (one server per listener, TLS on SSL listeners), run the periodic
-maintenance tick (which also reloads changed certificates), and shut down cleanly on signals."""
+maintenance tick (which also reloads changed certificates and gives memory that closed connections held
+back to the kernel: net/allocator.py), sweep idle connections (`connections.max.idle.ms`), and shut down
+cleanly on signals.
+
+The idle sweep is one task for every listener, not a timer per connection or per read: it runs
+IDLE_SWEEPS_PER_PERIOD times per shortest idle period (at most every IDLE_SWEEP_MAX_S), so a connection is
+closed between one and 1.2 idle periods after its last read. A TLS connection still in its handshake is
+no KafkaConnection yet; the listener's ssl_handshake_timeout (the idle period, at most asyncio's 60 s)
+closes it instead."""
 
 from __future__ import annotations
 
@@ -7,9 +15,11 @@ import asyncio
 import logging
 import signal
 import sys
+import time
 
 from odradek.broker.core import Broker
 from odradek.legacy07.server import Kafka07Server
+from odradek.net.allocator import FreedMemory
 from odradek.net.connection import KafkaConnection
 from odradek.net.framing import RequestMemory
 from odradek.net.limits import ConnectionLimits
@@ -21,6 +31,9 @@ log = logging.getLogger(__name__)
 
 READY_MARKER = "odradek: accepting connections on"
 TICK_INTERVAL_S = 1.0
+IDLE_SWEEPS_PER_PERIOD = 10
+IDLE_SWEEP_MAX_S = 10.0
+TLS_HANDSHAKE_TIMEOUT_MAX_S = 60.0  # asyncio's and uvloop's default
 
 
 async def serve(broker: Broker, tls: dict[str, TlsListener], sasl: dict[str, SaslListener],
@@ -31,12 +44,19 @@ async def serve(broker: Broker, tls: dict[str, TlsListener], sasl: dict[str, Sas
     max_request = broker.config.int("socket.request.max.bytes")
     connections: set[KafkaConnection] = set()
     queued_max = broker.config.int("queued.max.request.bytes")
-    memory = RequestMemory(queued_max) if queued_max > 0 else None  # -1, Kafka's default: no bound
+    memory = RequestMemory(queued_max) if queued_max > 0 else None  # -1: no bound (Kafka's default)
+    freed = FreedMemory()
+    idle_s = {listener.name: broker.config.for_listener(listener.name, "connections.max.idle.ms") / 1000.0
+              for listener in broker.listeners.bind}
 
     def connection_factory(listener: Listener):
+        listener_idle_s = idle_s[listener.name]
+
         def make_connection() -> KafkaConnection:
             conn = KafkaConnection(broker, max_request, listener, tls.get(listener.name), memory)
             conn.limits = limits
+            conn.freed = freed
+            conn.max_idle_s = listener_idle_s
             if listener.name in sasl:
                 conn.sasl = SaslSession(sasl[listener.name], "?")
             connections.add(conn)
@@ -63,8 +83,14 @@ async def serve(broker: Broker, tls: dict[str, TlsListener], sasl: dict[str, Sas
             await kafka07.start()
         for listener in broker.listeners.bind:
             context = tls[listener.name].context if listener.name in tls else None
+            tls_options = {}
+            if context is not None:  # a handshake never finished is closed like an idle connection
+                handshake_s = idle_s[listener.name]
+                tls_options["ssl_handshake_timeout"] = (min(handshake_s, TLS_HANDSHAKE_TIMEOUT_MAX_S)
+                                                        if handshake_s > 0 else TLS_HANDSHAKE_TIMEOUT_MAX_S)
             servers.append(await loop.create_server(connection_factory(listener), listener.host or None,
-                                                    listener.port, reuse_address=True, backlog=1024, ssl=context))
+                                                    listener.port, reuse_address=True, backlog=1024, ssl=context,
+                                                    **tls_options))
     except OSError:
         for server in servers:
             server.close()
@@ -111,13 +137,28 @@ async def serve(broker: Broker, tls: dict[str, TlsListener], sasl: dict[str, Sas
             except Exception:
                 log.exception("maintenance tick failed")
             connections.difference_update([c for c in connections if not c.is_open])
+            freed.trim_if_due()
+
+    async def idle_sweeper(interval_s: float) -> None:
+        while True:
+            await asyncio.sleep(interval_s)
+            now = time.monotonic()
+            for conn in connections:  # closing one does not change the set (the ticker prunes it)
+                conn.sweep_idle(now)
 
     tick_task = asyncio.create_task(ticker())
+    idle_periods = [period for period in idle_s.values() if period > 0]
+    sweep_task = None
+    if idle_periods:
+        sweep_every_s = min(min(idle_periods) / IDLE_SWEEPS_PER_PERIOD, IDLE_SWEEP_MAX_S)
+        sweep_task = asyncio.create_task(idle_sweeper(sweep_every_s))
     try:
         await stop.wait()
     finally:
         log.info("shutting down")
         tick_task.cancel()
+        if sweep_task is not None:
+            sweep_task.cancel()
         await broker.shutdown()  # cluster mode: leadership moves away first (controlled shutdown)
         for server in servers:
             server.close()
