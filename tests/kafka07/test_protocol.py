@@ -190,3 +190,27 @@ def test_positions_stable_across_restart_and_retention(broker07_factory) -> None
         assert payloads(client.fetch("stable", 0, 220, max_size=20)[1]) == [positions[220]]
         client.produce("stable", 0, [b"message-12"])
         assert payloads(_fetch_all(client, "stable", 0, 1, offset=240)) == [b"message-12"]
+
+
+def test_idle_connections_are_closed(broker07_factory) -> None:
+    """connections.max.idle.ms holds on the 0.7 listener too: a connection that sends nothing, or stops inside
+    a frame, is closed; one that keeps asking is served."""
+    from tests.interop.helpers import wait_closed
+
+    broker = broker07_factory(**{"connections.max.idle.ms": "1500"})
+    silent = socket.create_connection(("127.0.0.1", broker.kafka07_port), timeout=10)
+    stalled = socket.create_connection(("127.0.0.1", broker.kafka07_port), timeout=10)
+    stalled.sendall(struct.pack(">i", 1000) + b"\x00\x01")  # a frame announced, two bytes of it sent
+    client = Client07("127.0.0.1", broker.kafka07_port)
+    try:
+        deadline = time.monotonic() + 4.0  # over twice the idle time, asking every 0.3 s
+        while time.monotonic() < deadline:
+            assert client.offsets("idle07", 0, -1, 1) is not None
+            time.sleep(0.3)
+        assert wait_closed(silent, timeout=10), "an idle 0.7 connection stayed open"
+        assert wait_closed(stalled, timeout=10), "a 0.7 connection stalled inside a frame stayed open"
+        assert client.offsets("idle07", 0, -1, 1) is not None  # the active one is still served
+    finally:
+        client.close()
+        silent.close()
+        stalled.close()

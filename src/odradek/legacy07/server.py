@@ -44,6 +44,12 @@ class Kafka07Server:
         self.magics = {b.name: int(broker.config.for_listener(b.name, "legacy.message.magic")) for b in listeners}
         # the principal each listener's connections act as (legacy.principal, per listener)
         self.principals = {b.name: str(broker.config.for_listener(b.name, "legacy.principal")) for b in listeners}
+        # connections.max.idle.ms per listener, in seconds (None: never): a connection that starts no frame for
+        # that long, or takes longer than that over one frame's body, is closed
+        self.max_idle_s: dict[str, float | None] = {}
+        for b in listeners:
+            idle_ms = int(broker.config.for_listener(b.name, "connections.max.idle.ms"))
+            self.max_idle_s[b.name] = idle_ms / 1000.0 if idle_ms > 0 else None
         self.service = Kafka07Service(broker, set(self.magics.values()))
         self.max_request = broker.config.int("socket.request.max.bytes")
         self.ports: dict[str, int] = {}  # listener name → bound port
@@ -55,7 +61,8 @@ class Kafka07Server:
         """Bind every listener (OSError when one cannot be) and keep the positions files current."""
         try:
             for listener in self.listeners:
-                serve = functools.partial(self._serve, self.magics[listener.name], self.principals[listener.name])
+                serve = functools.partial(self._serve, self.magics[listener.name], self.principals[listener.name],
+                                          self.max_idle_s[listener.name])
                 server = await asyncio.start_server(serve, listener.host or None, listener.port,
                                                     reuse_address=True)
                 self._servers.append(server)
@@ -85,7 +92,7 @@ class Kafka07Server:
         if self.registry is not None:
             self.registry.refresh()
 
-    async def _serve(self, magic: int, principal: str, reader: asyncio.StreamReader,
+    async def _serve(self, magic: int, principal: str, idle_s: float | None, reader: asyncio.StreamReader,
                      writer: asyncio.StreamWriter) -> None:
         task = asyncio.current_task()
         if task is not None:
@@ -95,13 +102,13 @@ class Kafka07Server:
         try:
             while True:
                 try:
-                    (length,) = _LENGTH.unpack(await reader.readexactly(4))
+                    (length,) = _LENGTH.unpack(await asyncio.wait_for(reader.readexactly(4), idle_s))
                 except asyncio.IncompleteReadError:
                     return  # the client closed
                 if not 2 <= length <= self.max_request:
                     log.info("0.7 connection %s: frame of %d bytes, closing", peer, length)
                     return
-                frame = await reader.readexactly(length)
+                frame = await asyncio.wait_for(reader.readexactly(length), idle_s)
                 await self.broker.until_cluster_known()  # as the Kafka listeners do (Broker.knows_cluster)
                 response = await self.service.handle(frame, identity, magic)
                 if response is not None:
@@ -109,6 +116,9 @@ class Kafka07Server:
                     await writer.drain()
         except asyncio.IncompleteReadError:
             log.info("0.7 connection %s: closed inside a frame", peer)
+        except asyncio.TimeoutError:
+            log.info("0.7 connection %s: idle for connections.max.idle.ms (%d ms), closing", peer,
+                     int((idle_s or 0) * 1000))
         except (MalformedRequest, InvalidMessage, ProduceRefused) as exc:
             log.info("0.7 connection %s: %s, closing", peer, exc)
         except (ConnectionError, asyncio.CancelledError):
