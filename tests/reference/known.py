@@ -61,3 +61,35 @@ def deliberate(scenario: str, path: str) -> str | None:
         if known.covers(scenario, path):
             return known.reason
     return None
+
+
+# ------------------------------------------------------------------------------ authorization parity
+
+@dataclass(frozen=True)
+class KnownAuthz:
+    """A deliberate difference of the authorization parity suite (authz.py): an API (its name, a glob), a
+    version range, users (a glob) and a regular expression searched in the difference's path. Never one where
+    odradek allows what Kafka refuses or lists a name Kafka hides: authz.py does not even look those up."""
+
+    api: str
+    path: str
+    reason: str
+    versions: tuple[int, int] = (0, 1 << 15)
+    principals: str = "*"
+    variant: str = "*"
+
+    def covers(self, api: str, version: int, principal: str, variant: str, path: str) -> bool:
+        return (fnmatch.fnmatchcase(api, self.api) and self.versions[0] <= version <= self.versions[1]
+                and fnmatch.fnmatchcase(principal, self.principals) and fnmatch.fnmatchcase(variant, self.variant)
+                and re.search(self.path, path) is not None)
+
+
+KNOWN_AUTHZ: list[KnownAuthz] = []
+
+
+def deliberate_authz(api: str, version: int, principal: str, variant: str, path: str) -> str | None:
+    """The reason an authorization difference is deliberate, or None."""
+    for known in KNOWN_AUTHZ:
+        if known.covers(api, version, principal, variant, path):
+            return known.reason
+    return None

@@ -1,0 +1,75 @@
+"""Authorization parity with Apache Kafka 4.4: every API either broker advertises, at its lowest, a middle
+and its highest common version, as admin, alice and bob, against a secured Kafka and a secured odradek with
+the same users and ACLs (authz_cases.py); the outcomes (error codes, names listed, authorized operations,
+a closed connection) must be the same, but for the deliberate differences of known.py's KNOWN_AUTHZ.
+
+All cases run once, in one order, in the module's fixture (they share connections, and some change state
+both brokers then share); each test then checks one API's cases, so a failure names the API and lists
+`case: path: kafka X vs odradek Y`. `python -m tests.reference.report_authz` prints the whole table.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from .authz import API_NAMES, Side, per_case_topics, permissive, prepare, probe, run_all
+from .authz_cases import CASES, NOT_SENT
+from .conftest import report_line
+
+
+@pytest.fixture(scope="module")
+def authz_outcomes(secured_kafka, secured_odradek):
+    kafka, odradek = Side("kafka", secured_kafka.sasl_bootstrap), Side("odradek", secured_odradek.sasl_bootstrap)
+    try:
+        probe(kafka)
+        probe(odradek)
+        topics = per_case_topics(kafka.versions, odradek.versions)
+        prepare(kafka, topics)
+        prepare(odradek, topics)
+        outcomes = []
+        for outcome in run_all(kafka, odradek):
+            report_line(outcome.as_dict())
+            outcomes.append(outcome)
+    finally:
+        kafka.close()
+        odradek.close()
+    equal = sum(1 for o in outcomes if o.equal)
+    known = sum(1 for o in outcomes if not o.differences and o.known)
+    report_line({"authz_summary": True, "cases": len(outcomes), "equal": equal, "deliberate": known,
+                 "different": len(outcomes) - equal - known})
+    return outcomes
+
+
+def explain(outcomes) -> str:
+    lines = []
+    for o in outcomes:
+        for d in o.differences:
+            flag = " (PERMISSIVE: odradek allows or shows more)" if permissive(d) else ""
+            lines.append(f"{o.case.id}: {d}{flag}")
+    return "\n".join(lines)
+
+
+APIS = sorted(k for k in CASES if k not in NOT_SENT)
+
+
+@pytest.mark.timeout(400)
+@pytest.mark.parametrize("api", APIS, ids=[f"{API_NAMES.get(k, k)}" for k in APIS])
+def test_same_authorization_outcome(authz_outcomes, api):
+    mine = [o for o in authz_outcomes if o.case.api == api]
+    if not mine:
+        pytest.skip(f"neither broker advertises API {api} (or the codec knows none of its versions)")
+    different = [o for o in mine if o.differences]
+    if different:
+        pytest.fail(f"{len(different)} of {len(mine)} cases differ:\n{explain(different)}", pytrace=False)
+
+
+@pytest.mark.timeout(400)
+def test_every_user_was_compared(authz_outcomes):
+    """The run reached each user on both brokers with allowed and denied answers: the suite cannot pass by
+    comparing nothing."""
+    assert len(authz_outcomes) >= 300
+    for principal in ("admin", "alice", "bob"):
+        theirs = [o for o in authz_outcomes if o.case.principal == principal]
+        assert any(o.equal for o in theirs), principal
+    denied = [o for o in authz_outcomes if o.case.principal == "alice" and "AUTHORIZATION_FAILED" in repr(o.kafka)]
+    assert denied, "alice was never refused: the ACLs did not apply"
