@@ -26,7 +26,7 @@ from typing import Any, Iterator
 from odradek.protocol import codec
 from odradek.protocol.errors import ErrorCode
 
-from .authz_cases import ACLS, CASES, NOT_SENT, PRINCIPALS, TOPICS, USERS, Env
+from .authz_cases import ACLS, CASES, EXTRA_VERSIONS, NOT_SENT, PRINCIPALS, TOPICS, USERS, Env
 from .differential import (API_NAMES, Broker, Connection, ConnectionClosed, Ctx, Difference, diff, normalise,
                            prune, response_fields, show)
 from .known import deliberate_authz
@@ -35,6 +35,8 @@ DEADLINE_S = 60.0
 DENIALS = {ErrorCode.TOPIC_AUTHORIZATION_FAILED, ErrorCode.GROUP_AUTHORIZATION_FAILED,
            ErrorCode.CLUSTER_AUTHORIZATION_FAILED, ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
            ErrorCode.DELEGATION_TOKEN_AUTHORIZATION_FAILED, ErrorCode.SASL_AUTHENTICATION_FAILED}
+# answers that refuse the request outright: odradek giving one where Kafka gives another is not more lenient
+REFUSALS = DENIALS | {ErrorCode.UNSUPPORTED_VERSION, ErrorCode.DELEGATION_TOKEN_AUTH_DISABLED}
 CLOSED = "<connection closed>"
 UNENCODABLE = "<not encodable>"
 
@@ -172,9 +174,9 @@ def prepare(side: Side, extra_topics: list[str]) -> None:
 
 # ------------------------------------------------------------------------------------------- outcomes
 
-IDENTITY_FIELDS = {"name", "topic", "topic_name", "partition_index", "partition", "group_id", "member_id",
-                   "resource_name", "resource_type", "transactional_id", "node_id", "key", "entity_name",
-                   "user"}
+IDENTITY_FIELDS = {"name", "topic", "topic_name", "partition_index", "partition", "partition_id", "group_id",
+                   "member_id", "resource_name", "resource_type", "transactional_id", "node_id", "key",
+                   "entity_name", "user"}
 OPERATIONS = {"authorized_operations", "topic_authorized_operations", "cluster_authorized_operations"}
 DATA = {"configs", "synonyms", "records", "api_keys", "supported_features", "finalized_features", "assignment",
         "protocol_metadata", "member_metadata", "aborted_transactions", "values", "entries", "listeners",
@@ -203,9 +205,12 @@ def outcome(obj: Any) -> Any:
 
 
 def permissive(d: Difference) -> bool:
-    """Odradek allows what Kafka refuses, or lists something (a name, an entry) Kafka does not."""
+    """Odradek allows what Kafka refuses, lists something (a name, an entry) Kafka does not, or reports
+    operations authorized that Kafka does not report."""
     if d.path.endswith("error_code") and isinstance(d.kafka, int) and d.kafka in DENIALS:
-        return d.odradek not in DENIALS
+        return d.odradek not in REFUSALS
+    if d.path.endswith("authorized_operations") and isinstance(d.kafka, int) and isinstance(d.odradek, int):
+        return d.odradek > 0 and (d.kafka < 0 or bool(d.odradek & ~d.kafka))
     if d.odradek == CLOSED or d.kafka == CLOSED:
         return False
     if isinstance(d.kafka, str) and d.kafka == "<absent>":
@@ -271,7 +276,7 @@ def versions_for(api: int, kafka: Side, odradek: Side) -> list[int]:
     lo, hi = max(lo, codec_lo), min(hi, codec_hi)
     if hi < lo:
         return []
-    return sorted({lo, (lo + hi) // 2, hi})
+    return sorted({lo, (lo + hi) // 2, hi, *(x for x in EXTRA_VERSIONS.get(api, ()) if lo <= x <= hi)})
 
 
 def plan(kafka: Side, odradek: Side) -> list[AuthzCase]:

@@ -165,6 +165,7 @@ def describe_configs(resources: list[tuple[int, str]]) -> Callable[[Env], Body]:
 
 TOPIC_RESOURCES = [(TOPIC, n) for n in SOME_TOPICS]
 RETENTION = "604800000"  # the default: validate-only anyway
+THROTTLE = ("leader.replication.throttled.rate", "1000000")  # a dynamic broker config both brokers take
 
 
 def alter_configs(resources: list[tuple[int, str, str, str]]) -> Callable[[Env], Body]:
@@ -277,7 +278,7 @@ CASES: dict[int, list[Variant]] = {
          v("broker", describe_configs([(4, str(BROKER_NODE_ID))])),
          v("broker logger", describe_configs([(8, str(BROKER_NODE_ID))]))],
     33: [v("topics", alter_configs([(TOPIC, n, "retention.ms", RETENTION) for n in SOME_TOPICS])),
-         v("broker", alter_configs([(4, str(BROKER_NODE_ID), "log.cleaner.threads", "1")]))],
+         v("broker", alter_configs([(4, str(BROKER_NODE_ID), *THROTTLE)]))],
     34: [v("missing dir", lambda e: {"dirs": [{"path": "/nonexistent", "topics": [
         {"name": n, "partitions": [0]} for n in SOME_TOPICS]}]})],
     35: [v("four topics", lambda e: {"topics": [{"topic": n, "partitions": [0]} for n in SOME_TOPICS]})],
@@ -292,7 +293,7 @@ CASES: dict[int, list[Variant]] = {
     43: [v("four topics", lambda e: {"election_type": 0, "timeout_ms": 10000,
                                      "topic_partitions": [{"topic": n, "partitions": [0]} for n in SOME_TOPICS]})],
     44: [v("topics", alter_configs([(TOPIC, n, "retention.ms", RETENTION) for n in SOME_TOPICS])),
-         v("broker", alter_configs([(4, str(BROKER_NODE_ID), "log.cleaner.threads", "1")])),
+         v("broker", alter_configs([(4, str(BROKER_NODE_ID), *THROTTLE)])),
          v("broker logger", alter_configs([(8, str(BROKER_NODE_ID), "kafka.server", "INFO")]))],
     45: [v("cancel four", lambda e: {"timeout_ms": 10000, "allow_replication_factor_change": True, "topics": [
         {"name": n, "partitions": [{"partition_index": 0, "replicas": None}]} for n in SOME_TOPICS]})],
@@ -302,7 +303,7 @@ CASES: dict[int, list[Variant]] = {
     48: [v("all", lambda e: {"components": [], "strict": False})],
     49: [v("validate", lambda e: {"entries": [{"entity": [{"entity_type": "user", "entity_name": "carol"}], "ops": [
         {"key": "producer_byte_rate", "value": 1e6, "remove": False}]}], "validate_only": True})],
-    50: [v("all", lambda e: {"users": None})],
+    50: [v("all", lambda e: {"users": None}), v("alice", lambda e: {"users": [{"name": "alice"}]})],
     51: [v("unknown user", lambda e: {"deletions": [{"name": "nobody", "mechanism": 1}], "upsertions": []})],
     55: [v("metadata", lambda e: {"topics": [{"topic_name": "__cluster_metadata",
                                               "partitions": [{"partition_index": 0}]}]})],
@@ -337,11 +338,19 @@ CASES: dict[int, list[Variant]] = {
                                                   delivery_complete_count=0, state_batches=[]))],
     86: [v("unknown topic", lambda e: share_state(e))],
     87: [v("unknown topic", lambda e: share_state(e, leader_epoch=0))],
-    90: [v("two groups", lambda e: {"groups": [{"group_id": g, "topics": None} for g in ("alice-sg", "zz-sg")]})],
+    90: [v("two groups", lambda e: {"groups": [{"group_id": g, "topics": None} for g in ("alice-sg", "zz-sg")]}),
+         v("two groups, four topics", lambda e: {"groups": [{"group_id": g, "topics": [
+             {"topic_name": n, "partitions": [0]} for n in SOME_TOPICS]} for g in ("alice-sg", "zz-sg")]})],
     91: [v("alice-sg", lambda e: {"group_id": "alice-sg", "topics": [{"topic_name": n, "partitions": [
         {"partition_index": 0, "start_offset": 0}]} for n in SOME_TOPICS]})],
     92: [v("alice-sg", lambda e: {"group_id": "alice-sg", "topics": [{"topic_name": n} for n in SOME_TOPICS]})],
 }
+
+# versions compared besides each API's lowest, middle and highest: where a request or its authorization
+# changes shape (Metadata's cluster operations v8-10, OffsetFetch's groups v8, FindCoordinator's batches v4,
+# DescribeGroups' operations v3, DeleteTopics' ids v6, AddPartitionsToTxn's broker form v4, OffsetCommit's
+# member epoch v9, the last version before topic ids of Fetch and Produce)
+EXTRA_VERSIONS = {0: (12,), 1: (12,), 3: (8, 10), 8: (9,), 9: (7, 8), 10: (3, 4), 15: (3,), 20: (5,), 24: (3, 4)}
 
 # the login APIs, compared elsewhere (tests/security/test_sasl.py); AddRaftVoter, which as admin would change
 # the reference's quorum

@@ -33,8 +33,9 @@ ODRADEK_SETTINGS = {"num.partitions": "1", "auto.create.topics.enable": "true", 
 
 
 # The secured pair of the authorization parity suite (test_authz_differential.py): the same users (PLAIN),
-# Kafka's StandardAuthorizer, admin a super user, nothing allowed where no ACL says so, no auto-creation.
-SECURED_COMMON = {"sasl.enabled.mechanisms": "PLAIN",
+# Kafka's StandardAuthorizer, admin a super user, nothing allowed where no ACL says so, no auto-creation;
+# odradek's one transaction state partition (Kafka's default is 50), so that both list the same partitions.
+SECURED_COMMON = {"sasl.enabled.mechanisms": "PLAIN", "transaction.state.log.num.partitions": "1",
                   "authorizer.class.name": "org.apache.kafka.metadata.authorizer.StandardAuthorizer",
                   "allow.everyone.if.no.acl.found": "false", "auto.create.topics.enable": "false"}
 
