@@ -1,4 +1,5 @@
-"""Fixtures of the differential tests: Apache Kafka, the reference (one per session), and an odradek broker.
+"""Fixtures of the differential tests: Apache Kafka, the reference (one per session), and an odradek broker;
+for the authorization parity suite a secured pair of them (one per module: SASL/PLAIN, ACLs).
 
 Kafka comes from `make reference` (reference/install.sh; a cache outside the repository) and is started by
 reference/kafka.py, loaded here by path under its own module name. Without an install or without Java the
@@ -23,6 +24,8 @@ from typing import Iterator
 import pytest
 
 from tests.conftest import BrokerProcess, free_port
+
+from .authz_cases import BROKER_NODE_ID, JAAS_USERS
 
 LAUNCHER = Path(__file__).resolve().parents[2] / "reference" / "kafka.py"
 # The settings reference/kafka.py gives Kafka that odradek knows, given to odradek too: the same values, and
@@ -61,6 +64,17 @@ def _unavailable(reason: str, unreachable: bool = False) -> None:
     pytest.skip(reason)
 
 
+def installed_launcher() -> tuple[ModuleType, Path]:
+    """reference/kafka.py and the installed Kafka's libs, or the test skipped (failed under CI) with the reason."""
+    ref = load_launcher()
+    status = ref.install_status()
+    if not status.installed:
+        _unavailable(status.reason, status.unreachable)
+    if shutil.which("java") is None:
+        _unavailable("java not found (tools/install-system-deps.sh installs a JDK)")
+    return ref, status.libs
+
+
 def report_line(record: dict) -> None:
     path = os.environ.get("ODRADEK_DIFFERENTIAL_REPORT")
     if path:
@@ -71,13 +85,8 @@ def report_line(record: dict) -> None:
 @pytest.fixture(scope="session")
 def kafka_reference() -> Iterator:
     """Apache Kafka as a single-node KRaft broker on a free loopback port, for the whole session."""
-    ref = load_launcher()
-    status = ref.install_status()
-    if not status.installed:
-        _unavailable(status.reason, status.unreachable)
-    if shutil.which("java") is None:
-        _unavailable("java not found (tools/install-system-deps.sh installs a JDK)")
-    kafka = ref.KafkaReference(status.libs)
+    ref, libs = installed_launcher()
+    kafka = ref.KafkaReference(libs)
     try:
         kafka.start()
     except RuntimeError as exc:
@@ -89,15 +98,12 @@ def kafka_reference() -> Iterator:
     kafka.stop()
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def secured_kafka() -> Iterator:
     """Apache Kafka with a SASL_PLAINTEXT listener (PLAIN: admin, alice, bob) and the StandardAuthorizer; its
-    PLAINTEXT listener (ANONYMOUS, a super user, as the controller's listener needs) serves only the launcher's
-    readiness probe and the broker's own requests. `kafka.sasl_bootstrap` is where the cases go."""
-    from .authz_cases import JAAS_USERS
-
-    sasl_port, controller_port = free_port(), free_port()
-    port = free_port()
+    PLAINTEXT listeners (the controller's, and one for the launcher's readiness probe and the broker's own
+    requests) authenticate nobody, so ANONYMOUS is a super user there as the brokers' requests need. `kafka.sasl_bootstrap` is where the cases go."""
+    port, sasl_port, controller_port = free_port(), free_port(), free_port()
     settings = {**SECURED_COMMON,
                 "listeners": f"PLAINTEXT://127.0.0.1:{port},SASL_PLAINTEXT://127.0.0.1:{sasl_port},"
                              f"CONTROLLER://127.0.0.1:{controller_port}",
@@ -106,13 +112,8 @@ def secured_kafka() -> Iterator:
                                                   "CONTROLLER:PLAINTEXT",
                 "listener.name.sasl_plaintext.plain.sasl.jaas.config": plain_jaas(JAAS_USERS),
                 "super.users": "User:admin;User:ANONYMOUS"}
-    ref = load_launcher()
-    status = ref.install_status()
-    if not status.installed:
-        _unavailable(status.reason, status.unreachable)
-    if shutil.which("java") is None:
-        _unavailable("java not found (tools/install-system-deps.sh installs a JDK)")
-    kafka = ref.KafkaReference(status.libs, port=port, controller_port=controller_port, settings=settings)
+    ref, libs = installed_launcher()
+    kafka = ref.KafkaReference(libs, port=port, controller_port=controller_port, settings=settings)
     kafka.sasl_bootstrap = f"127.0.0.1:{sasl_port}"
     try:
         kafka.start()
@@ -125,12 +126,10 @@ def secured_kafka() -> Iterator:
     kafka.stop()
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def secured_odradek(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
     """odradek with the same users, authorizer and super user as secured_kafka, on a SASL_PLAINTEXT listener
     (`broker.sasl_bootstrap`) beside a PLAINTEXT one, as node 1 like the reference."""
-    from .authz_cases import BROKER_NODE_ID, JAAS_USERS
-
     plain, sasl = free_port(), free_port()
     broker = BrokerProcess(tmp_path_factory.mktemp("odradek-authz") / "data", {
         **ODRADEK_SETTINGS, **SECURED_COMMON, "node.id": str(BROKER_NODE_ID),

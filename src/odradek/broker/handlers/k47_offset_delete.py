@@ -3,7 +3,8 @@
 Deletes committed offsets of a group (tombstones in `__consumer_offsets`). Top-level GROUP_ID_NOT_FOUND
 for an unknown group, NON_EMPTY_GROUP for an active group that is not a consumer group; per partition
 GROUP_SUBSCRIBED_TO_TOPIC while active members subscribe to the topic, UNKNOWN_TOPIC_OR_PARTITION for a
-partition that does not exist.
+partition that does not exist. As in Kafka, partitions of topics the user may not READ get
+TOPIC_AUTHORIZATION_FAILED and the others are deleted all the same; a group-level error is the whole answer.
 """
 
 from odradek.broker.authorizer import Operation as Op, ResourceType as Res
