@@ -27,7 +27,7 @@ from odradek.protocol import codec
 from odradek.protocol.errors import ErrorCode
 
 from .authz_cases import ACLS, CASES, EXTRA_VERSIONS, NOT_SENT, PRINCIPALS, TOPICS, USERS, Env
-from .differential import (API_NAMES, Broker, Connection, ConnectionClosed, Ctx, Difference, diff, normalise,
+from .differential import (ABSENT, API_NAMES, Broker, Connection, ConnectionClosed, Ctx, Difference, diff, normalise,
                            prune, response_fields, show)
 from .known import deliberate_authz
 
@@ -177,6 +177,7 @@ def prepare(side: Side, extra_topics: list[str]) -> None:
 IDENTITY_FIELDS = {"name", "topic", "topic_name", "partition_index", "partition", "partition_id", "group_id",
                    "member_id", "resource_name", "resource_type", "transactional_id", "node_id", "key",
                    "entity_name", "user"}
+SCALAR_NAMES = {"partitions", "partition_indexes", "groups", "group_ids", "transactional_ids"}
 OPERATIONS = {"authorized_operations", "topic_authorized_operations", "cluster_authorized_operations"}
 DATA = {"configs", "synonyms", "records", "api_keys", "supported_features", "finalized_features", "assignment",
         "protocol_metadata", "member_metadata", "aborted_transactions", "values", "entries", "listeners",
@@ -194,7 +195,10 @@ def outcome(obj: Any) -> Any:
         for k, val in obj.items():
             if k in DATA:
                 continue
-            if isinstance(val, (list, dict)):
+            if isinstance(val, list) and val and not any(isinstance(x, (dict, list)) for x in val):
+                if k in SCALAR_NAMES:  # lists of numbers are data (replicas, offsets), but partition lists
+                    out[k] = val
+            elif isinstance(val, (list, dict)):
                 out[k] = outcome(val)
             elif keep(k):
                 out[k] = val
@@ -204,19 +208,32 @@ def outcome(obj: Any) -> Any:
     return obj
 
 
-def permissive(d: Difference) -> bool:
-    """Odradek allows what Kafka refuses, lists something (a name, an entry) Kafka does not, or reports
-    operations authorized that Kafka does not report."""
+def refused(obj: Any) -> bool:
+    """Some error code in the outcome is an authorization failure."""
+    if isinstance(obj, dict):
+        return any((k.endswith("error_code") and v in DENIALS) or refused(v) for k, v in obj.items())
+    return isinstance(obj, list) and any(refused(x) for x in obj)
+
+
+def permissive(d: Difference, odradek_outcome: Any) -> bool:
+    """Odradek allows what Kafka refuses: an authorization error answered otherwise, a refused entry left
+    out of an answer that refuses nothing, a name or entry Kafka does not list, or operations reported
+    authorized that Kafka does not report."""
     if d.path.endswith("error_code") and isinstance(d.kafka, int) and d.kafka in DENIALS:
         return d.odradek not in REFUSALS
     if d.path.endswith("authorized_operations") and isinstance(d.kafka, int) and isinstance(d.odradek, int):
         return d.odradek > 0 and (d.kafka < 0 or bool(d.odradek & ~d.kafka))
     if d.odradek == CLOSED or d.kafka == CLOSED:
         return False
-    if isinstance(d.kafka, str) and d.kafka == "<absent>":
+    if d.kafka == ABSENT:
         return True
+    # an answer that refuses the request as a whole (a top-level error) need not list what it refused
+    refuses = refused(odradek_outcome) or (isinstance(odradek_outcome, dict)
+                                           and odradek_outcome.get("error_code") not in (None, 0))
+    if d.odradek == ABSENT:
+        return refused(d.kafka) and not refuses
     if isinstance(d.kafka, list) and isinstance(d.odradek, list):
-        return len(d.odradek) > len(d.kafka)
+        return len(d.odradek) > len(d.kafka) or (refused(d.kafka) and not refuses)
     return False
 
 
@@ -252,10 +269,13 @@ class AuthzOutcome:
     def equal(self) -> bool:
         return not self.differences and not self.known
 
+    def permissive(self, d: Difference) -> bool:
+        return permissive(d, self.odradek)
+
     def as_dict(self) -> dict:
         return {"authz": self.case.id, "api": self.case.api, "api_name": self.case.api_name,
                 "variant": self.case.variant, "version": self.case.version, "principal": self.case.principal,
-                "differences": [[d.path, show(d.path, d.kafka), show(d.path, d.odradek), permissive(d)]
+                "differences": [[d.path, show(d.path, d.kafka), show(d.path, d.odradek), self.permissive(d)]
                                 for d in self.differences],
                 "known": [[d.path, show(d.path, d.kafka), show(d.path, d.odradek), reason] for d, reason in self.known],
                 "kafka": repr(self.kafka)[:2000], "odradek": repr(self.odradek)[:2000]}
@@ -322,7 +342,7 @@ def compare_case(case: AuthzCase, kafka: Side, odradek: Side) -> AuthzOutcome:
     for text_only, d in diff(k, o):
         if text_only:
             continue
-        reason = None if permissive(d) else deliberate_authz(case.api_name, case.version, case.principal,
+        reason = None if permissive(d, o) else deliberate_authz(case.api_name, case.version, case.principal,
                                                              case.variant, d.path)
         (known.append((d, reason)) if reason else differences.append(d))
     return AuthzOutcome(case, k, o, differences, known)

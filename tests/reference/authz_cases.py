@@ -214,7 +214,8 @@ def member_uuid(e: Env) -> str:
     return str(uuid.uuid5(uuid.NAMESPACE_DNS, e.tag))
 
 
-def v(name: str, body: Callable[[Env], Body], per_case_topics: Callable[[str], tuple[str, ...]] | None = None) -> Variant:
+def v(name: str, body: Callable[[Env], Body],
+      per_case_topics: Callable[[str], tuple[str, ...]] | None = None) -> Variant:
     return Variant(name, body, per_case_topics)
 
 

@@ -102,7 +102,8 @@ def kafka_reference() -> Iterator:
 def secured_kafka() -> Iterator:
     """Apache Kafka with a SASL_PLAINTEXT listener (PLAIN: admin, alice, bob) and the StandardAuthorizer; its
     PLAINTEXT listeners (the controller's, and one for the launcher's readiness probe and the broker's own
-    requests) authenticate nobody, so ANONYMOUS is a super user there as the brokers' requests need. `kafka.sasl_bootstrap` is where the cases go."""
+    requests) authenticate nobody, so ANONYMOUS is a super user there as the brokers' requests need.
+    `kafka.sasl_bootstrap` is where the cases go."""
     port, sasl_port, controller_port = free_port(), free_port(), free_port()
     settings = {**SECURED_COMMON,
                 "listeners": f"PLAINTEXT://127.0.0.1:{port},SASL_PLAINTEXT://127.0.0.1:{sasl_port},"

@@ -85,29 +85,22 @@ class KnownAuthz:
 
 
 KNOWN_AUTHZ: list[KnownAuthz] = [
-    KnownAuthz("Produce", r"^\.$", "Kafka 4 still advertises Produce v0-2 (for old librdkafka's version "
-               "negotiation) but closes the connection on them; odradek serves them, authorized as every version",
+    KnownAuthz("Produce", r"^\.$", "Kafka 4 still advertises Produce v0-2 (librdkafka's compressed produce "
+               "needs v0 advertised, KAFKA-18659) but refuses them; odradek serves them, authorized as every version",
                versions=(0, 2)),
-    KnownAuthz("LeaderAndIsr", r"^\.$", "a ZooKeeper-mode inter-broker API Kafka 4 removed; odradek's cluster mode "
-               "uses it, and refuses it CLUSTER_AUTHORIZATION_FAILED to all but super users and brokers"),
-    KnownAuthz("StopReplica", r"^\.$", "a ZooKeeper-mode inter-broker API Kafka 4 removed; odradek's cluster mode "
-               "uses it, and refuses it CLUSTER_AUTHORIZATION_FAILED to all but super users and brokers"),
-    KnownAuthz("UpdateMetadata", r"^\.$", "a ZooKeeper-mode inter-broker API Kafka 4 removed; odradek's cluster "
-               "mode uses it, and refuses it CLUSTER_AUTHORIZATION_FAILED to all but super users and brokers"),
-    KnownAuthz("ControlledShutdown", r"^\.$", "a ZooKeeper-mode inter-broker API Kafka 4 removed; odradek's "
-               "cluster mode uses it, and refuses it CLUSTER_AUTHORIZATION_FAILED to all but super users and brokers"),
-    KnownAuthz("DescribeQuorum", r"^\.$", "KRaft's quorum API: odradek has no KRaft quorum (a single node, or "
-               "brokers coordinated by ZooKeeper) and does not advertise it"),
-    KnownAuthz("UnregisterBroker", r"^\.$", "KRaft's broker registration: odradek has no KRaft controller and does "
-               "not advertise it"),
-    KnownAuthz("RemoveRaftVoter", r"^\.$", "KRaft's quorum API: odradek has no KRaft quorum and does not "
-               "advertise it"),
+    *(KnownAuthz(api, r"^\.$", "ZooKeeper-mode inter-broker APIs Kafka 4 removed (it closes the connection); "
+                 "odradek's cluster mode uses them, and refuses them CLUSTER_AUTHORIZATION_FAILED to all but super "
+                 "users and brokers")
+      for api in ("LeaderAndIsr", "StopReplica", "UpdateMetadata", "ControlledShutdown")),
+    *(KnownAuthz(api, r"^\.$", "KRaft's own APIs (the quorum, broker registration): odradek has no KRaft quorum "
+                 "or controller (a single node, or brokers coordinated by ZooKeeper) and does not advertise them")
+      for api in ("DescribeQuorum", "UnregisterBroker", "RemoveRaftVoter")),
     KnownAuthz("DescribeUserScramCredentials", r"^\.$|^results$", "refused to a principal without DESCRIBE on "
                "the cluster, Kafka 4.4 closes the connection when all users were asked for (`users` null: its error "
                "answer is built from the list) and lists one result without a user name per user named otherwise; "
                "odradek answers CLUSTER_AUTHORIZATION_FAILED with no results", principals="bob"),
     KnownAuthz("ShareFetch", r"^error_code$|^responses", "odradek answers a ShareFetch from a member its share "
-               "group does not have UNKNOWN_MEMBER_ID before it looks at the partitions (docs/share-groups.md); "
+               "group does not have UNKNOWN_MEMBER_ID before it looks at the partitions (k78_share_fetch.py); "
                "Kafka 4.4 opens the share session and answers per partition", principals="a*"),
     *(KnownAuthz(api, r"error_code$", "an inter-broker API of the share coordinator, sent as a super user: "
                  "Kafka's share coordinator answers NOT_COORDINATOR until its state topic exists, odradek's "
@@ -116,7 +109,7 @@ KNOWN_AUTHZ: list[KnownAuthz] = [
                   "DeleteShareGroupState", "ReadShareGroupStateSummary")),
     KnownAuthz("DeleteShareGroupOffsets", r"^responses\[topic_name=[^]]+\]\.error_code$", "a topic whose state "
                "the group no longer has (deleted earlier) answers NONE: odradek's coordinator does not keep the list "
-               "of a share group's initialized partitions (docs/share-groups.md gaps); Kafka answers "
+               "of a share group's initialized partitions (docs/share-groups.md, limits and gaps); Kafka answers "
                "UNKNOWN_TOPIC_OR_PARTITION", principals="alice"),
 ]
 

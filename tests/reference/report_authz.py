@@ -66,7 +66,8 @@ def plain(records: list[dict]) -> str:
     deliberate = [(c, d) for c in cases for d in c["known"]]
     if deliberate:
         lines.append("\ndeliberate (tests/reference/known.py KNOWN_AUTHZ):")
-        lines += [f"  {c['authz']}: {path}: kafka {k} vs odradek {o} ({reason})" for c, (path, k, o, reason) in deliberate]
+        lines += [f"  {c['authz']}: {path}: kafka {k} vs odradek {o} ({reason})"
+                  for c, (path, k, o, reason) in deliberate]
     return "\n".join(lines)
 
 
@@ -78,16 +79,18 @@ def markdown(records: list[dict]) -> str:
              "|---|---|---|---|---|---|---|---|"]
     for c in cases:
         for path, k, o, permissive in c["differences"]:
+            kind = "odradek more lenient" if permissive else "differs"
             lines.append(f"| {c['api_name']} | {c['version']} | {c['principal']} | {cell(c['variant'])} | "
-                         f"`{cell(path)}` | {cell(k)} | {cell(o)} | {'odradek more lenient' if permissive else 'differs'} |")
-    reasons: dict[str, list[str]] = {}
+                         f"`{cell(path)}` | {cell(k)} | {cell(o)} | {kind} |")
+    reasons: dict[str, dict[str, set[str]]] = {}  # reason -> API -> "vN user" of the cases it covers
     for c in cases:
-        for path, k, o, reason in c["known"]:
-            reasons.setdefault(reason, []).append(f"{c['api_name']} v{c['version']} {c['principal']}")
+        for *_, reason in c["known"]:
+            reasons.setdefault(reason, {}).setdefault(c["api_name"], set()).add(c["authz"])
     if reasons:
         lines += ["", "| deliberate | cases |", "|---|---|"]
-        lines += [f"| {cell(reason)} | {len(ids)}: {cell(', '.join(sorted(set(ids))[:6]))}{' …' if len(set(ids)) > 6 else ''} |"
-                  for reason, ids in reasons.items()]
+        for reason, apis in reasons.items():
+            where = "; ".join(f"{api} ({len(ids)})" for api, ids in apis.items())
+            lines.append(f"| {cell(reason)} | {cell(where)} |")
     return "\n".join(lines)
 
 
