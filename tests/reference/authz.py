@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
-from typing import Any, Iterator
+from typing import Any, Callable, Iterator
 
 from odradek.protocol import codec
 from odradek.protocol.errors import ErrorCode
@@ -39,6 +39,7 @@ DENIALS = {ErrorCode.TOPIC_AUTHORIZATION_FAILED, ErrorCode.GROUP_AUTHORIZATION_F
 REFUSALS = DENIALS | {ErrorCode.UNSUPPORTED_VERSION, ErrorCode.DELEGATION_TOKEN_AUTH_DISABLED}
 CLOSED = "<connection closed>"
 UNENCODABLE = "<not encodable>"
+UNDECODABLE = "<undecodable response>"
 
 API_NAMES = {**API_NAMES, 4: "LeaderAndIsr", 5: "StopReplica", 6: "UpdateMetadata", 7: "ControlledShutdown",
              27: "WriteTxnMarkers", 29: "DescribeAcls", 30: "CreateAcls", 31: "DeleteAcls", 34: "AlterReplicaLogDirs",
@@ -80,6 +81,8 @@ class Session:
             self.conn = self._open()
         try:
             return self.conn.request(api_key, version, body)
+        except codec.DecodeError:  # the frame was read whole: the connection goes on
+            return UNDECODABLE
         except (ConnectionClosed, OSError, ValueError):
             self.close()
             return CLOSED
@@ -120,7 +123,8 @@ class Side:
 
 # ---------------------------------------------------------------------------------------------- setup
 
-def until(side: Side, what: str, attempt, deadline: float) -> Any:
+def until(side: Side, what: str, attempt: Callable[[], Any], deadline: float) -> Any:
+    """attempt() repeated until it gives something true, up to the deadline."""
     while True:
         result = attempt()
         if result:
@@ -159,9 +163,9 @@ def prepare(side: Side, extra_topics: list[str]) -> None:
         return all(n in ids for n in names)
     until(side, "topics with leaders", ready, deadline)
     # the ACLs apply (Kafka's authorizer learns them from its metadata log) as alice sees them
-    until(side, "ACLs in effect", lambda: [t["error_code"] for t in side.call("alice", 3, 12, {
-        "topics": [{"name": "alice-data"}, {"name": "secret"}], "allow_auto_topic_creation": False})["topics"]]
-        == [0, ErrorCode.TOPIC_AUTHORIZATION_FAILED], deadline)
+    until(side, "ACLs in effect", lambda: {t["name"]: t["error_code"] for t in side.call("alice", 3, 12, {
+        "topics": [{"name": "alice-data"}, {"name": "secret"}], "allow_auto_topic_creation": False})["topics"]}
+        == {"alice-data": 0, "secret": ErrorCode.TOPIC_AUTHORIZATION_FAILED}, deadline)
     for key_type, key in ((0, "alice-g"), (1, "alice-tx")):
         until(side, f"coordinator of {key}", lambda: side.admin(10, 4, {"key_type": key_type, "coordinator_keys": [
             key]})["coordinators"][0]["error_code"] == 0, deadline)
@@ -329,8 +333,8 @@ def ask(side: Side, case: AuthzCase) -> Any:
         response = side.call(case.principal, case.api, case.version, body)
     except codec.EncodeError:
         return UNENCODABLE
-    if response == CLOSED:
-        return CLOSED
+    if response in (CLOSED, UNDECODABLE):
+        return response
     ctx = Ctx(Broker(side.name, side.bootstrap, side.versions, side.node_id), "")
     ctx.topic_names = {tid: name for name, tid in side.topic_ids.items()}
     return outcome(normalise(ctx, prune(response_fields(case.api), response, case.version)))
