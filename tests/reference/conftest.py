@@ -43,6 +43,10 @@ SECURED_COMMON = {"sasl.enabled.mechanisms": "PLAIN", "transaction.state.log.num
                   "allow.everyone.if.no.acl.found": "false", "auto.create.topics.enable": "false"}
 
 
+# A start took over 60 s once with the machine's load average at 23 (several suites on two cores)
+SECURED_START_TIMEOUT_S = 120.0
+
+
 def plain_jaas(users: str) -> str:
     return f"org.apache.kafka.common.security.plain.PlainLoginModule required {users};"
 
@@ -117,7 +121,7 @@ def secured_kafka() -> Iterator:
     kafka = ref.KafkaReference(libs, port=port, controller_port=controller_port, settings=settings)
     kafka.sasl_bootstrap = f"127.0.0.1:{sasl_port}"
     try:
-        kafka.start()
+        kafka.start(timeout=SECURED_START_TIMEOUT_S)
     except RuntimeError as exc:
         kafka.stop()
         pytest.fail(f"Apache Kafka {ref.kafka_version()} (secured) did not start: {exc}")

@@ -12,13 +12,13 @@ from __future__ import annotations
 
 import pytest
 
-from .authz import API_NAMES, Side, per_case_topics, prepare, probe, refused, run_all
+from .authz import API_NAMES, AuthzOutcome, Side, per_case_topics, prepare, probe, refused, run_all
 from .authz_cases import CASES, NOT_SENT
 from .conftest import report_line
 
 
 @pytest.fixture(scope="module")
-def authz_outcomes(secured_kafka, secured_odradek):
+def authz_outcomes(secured_kafka, secured_odradek) -> list[AuthzOutcome]:
     kafka, odradek = Side("kafka", secured_kafka.sasl_bootstrap), Side("odradek", secured_odradek.sasl_bootstrap)
     try:
         probe(kafka)
@@ -40,7 +40,7 @@ def authz_outcomes(secured_kafka, secured_odradek):
     return outcomes
 
 
-def explain(outcomes) -> str:
+def explain(outcomes: list[AuthzOutcome]) -> str:
     lines = []
     for o in outcomes:
         for d in o.differences:
