@@ -12,7 +12,10 @@ from __future__ import annotations
 
 import pytest
 
-from .authz import API_NAMES, AuthzOutcome, Side, per_case_topics, prepare, probe, refused, run_all
+from odradek.protocol.errors import ErrorCode
+
+from .authz import API_NAMES, AuthzOutcome, Side, per_case_topics, permissive, prepare, probe, refused, run_all
+from .differential import ABSENT, Difference
 from .authz_cases import CASES, NOT_SENT
 from .conftest import report_line
 
@@ -82,3 +85,17 @@ def test_odradek_never_more_lenient(authz_outcomes):
     be deliberate)."""
     lenient = [f"{o.case.id}: {d}" for o in authz_outcomes for d in o.differences if o.permissive(d)]
     assert not lenient, f"{len(lenient)} differences where odradek is more lenient:\n" + "\n".join(lenient)
+
+
+def test_lenience_is_recognised():
+    """The detector behind test_odradek_never_more_lenient, on differences of the kinds the suite has met."""
+    denied, lists = ErrorCode.TOPIC_AUTHORIZATION_FAILED, {"topics": []}
+    assert permissive(Difference("responses[name=x].error_code", denied, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION), lists)
+    assert not permissive(Difference("error_code", ErrorCode.CLUSTER_AUTHORIZATION_FAILED,
+                                     ErrorCode.UNSUPPORTED_VERSION), {"error_code": 35})
+    assert permissive(Difference("topics[name=x]", ABSENT, {"name": "x"}), lists)  # a name Kafka hides
+    refused_entry = {"name": "x", "partitions": [{"partition_index": 0, "error_code": 30}]}
+    assert permissive(Difference("topics[name=x]", refused_entry, ABSENT), lists)  # an empty success
+    assert not permissive(Difference("topics[name=x]", refused_entry, ABSENT), {"error_code": 30, "topics": []})
+    assert permissive(Difference("cluster_authorized_operations", 0, 4096), {})
+    assert not permissive(Difference("authorized_operations", 3400, 328), {})  # fewer operations than Kafka's
