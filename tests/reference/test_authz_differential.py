@@ -15,9 +15,9 @@ import pytest
 from odradek.protocol.errors import ErrorCode
 
 from .authz import API_NAMES, AuthzOutcome, Side, per_case_topics, permissive, prepare, probe, refused, run_all
-from .differential import ABSENT, Difference
 from .authz_cases import CASES, NOT_SENT
 from .conftest import report_line
+from .differential import ABSENT, Difference
 
 
 @pytest.fixture(scope="module")
