@@ -295,7 +295,7 @@ CASES: dict[int, list[Variant]] = {
                                      "topic_partitions": [{"topic": n, "partitions": [0]} for n in SOME_TOPICS]})],
     44: [v("topics", alter_configs([(TOPIC, n, "retention.ms", RETENTION) for n in SOME_TOPICS])),
          v("broker", alter_configs([(4, str(BROKER_NODE_ID), *THROTTLE)])),
-         v("broker logger", alter_configs([(8, str(BROKER_NODE_ID), "kafka.server", "INFO")]))],
+         v("broker logger", alter_configs([(8, str(BROKER_NODE_ID), "root", "INFO")]))],
     45: [v("cancel four", lambda e: {"timeout_ms": 10000, "allow_replication_factor_change": True, "topics": [
         {"name": n, "partitions": [{"partition_index": 0, "replicas": None}]} for n in SOME_TOPICS]})],
     46: [v("all", lambda e: {"timeout_ms": 10000, "topics": None})],
