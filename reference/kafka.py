@@ -260,8 +260,9 @@ class KafkaReference:
                 self.start_seconds = time.monotonic() - t0
                 return self
             time.sleep(0.1)
+        tail = self.log_tail()  # before stop(), which removes the work dir and its logs
         self.stop()
-        raise RuntimeError(f"Kafka did not answer on {self.bootstrap} within {timeout:.0f} s; {self.log_tail()}")
+        raise RuntimeError(f"Kafka did not answer on {self.bootstrap} within {timeout:.0f} s; {tail}")
 
     def log_tail(self, n: int = 3000) -> str:
         parts = []

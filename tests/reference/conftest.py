@@ -1,4 +1,5 @@
-"""Fixtures of the differential tests: Apache Kafka, the reference (one per session), and an odradek broker.
+"""Fixtures of the differential tests: Apache Kafka, the reference (one per session), and an odradek broker;
+for the authorization parity suite a secured pair of them (one per module: SASL/PLAIN, ACLs).
 
 Kafka comes from `make reference` (reference/install.sh; a cache outside the repository) and is started by
 reference/kafka.py, loaded here by path under its own module name. Without an install or without Java the
@@ -22,7 +23,9 @@ from typing import Iterator
 
 import pytest
 
-from tests.conftest import BrokerProcess
+from tests.conftest import BrokerProcess, free_port
+
+from .authz_cases import BROKER_NODE_ID, JAAS_USERS
 
 LAUNCHER = Path(__file__).resolve().parents[2] / "reference" / "kafka.py"
 # The settings reference/kafka.py gives Kafka that odradek knows, given to odradek too: the same values, and
@@ -30,6 +33,22 @@ LAUNCHER = Path(__file__).resolve().parents[2] / "reference" / "kafka.py"
 ODRADEK_SETTINGS = {"num.partitions": "1", "auto.create.topics.enable": "true", "group.initial.rebalance.delay.ms": "0",
                     "offsets.topic.replication.factor": "1", "transaction.state.log.replication.factor": "1",
                     "transaction.state.log.min.isr": "1"}
+
+
+# The secured pair of the authorization parity suite (test_authz_differential.py): the same users (PLAIN),
+# Kafka's StandardAuthorizer, admin a super user, nothing allowed where no ACL says so, no auto-creation;
+# odradek's one transaction state partition (Kafka's default is 50), so that both list the same partitions.
+SECURED_COMMON = {"sasl.enabled.mechanisms": "PLAIN", "transaction.state.log.num.partitions": "1",
+                  "authorizer.class.name": "org.apache.kafka.metadata.authorizer.StandardAuthorizer",
+                  "allow.everyone.if.no.acl.found": "false", "auto.create.topics.enable": "false"}
+
+
+# A start took over 60 s once with the machine's load average at 23 (several suites on two cores)
+SECURED_START_TIMEOUT_S = 120.0
+
+
+def plain_jaas(users: str) -> str:
+    return f"org.apache.kafka.common.security.plain.PlainLoginModule required {users};"
 
 
 def load_launcher() -> ModuleType:
@@ -49,6 +68,17 @@ def _unavailable(reason: str, unreachable: bool = False) -> None:
     pytest.skip(reason)
 
 
+def installed_launcher() -> tuple[ModuleType, Path]:
+    """reference/kafka.py and the installed Kafka's libs, or the test skipped (failed under CI) with the reason."""
+    ref = load_launcher()
+    status = ref.install_status()
+    if not status.installed:
+        _unavailable(status.reason, status.unreachable)
+    if shutil.which("java") is None:
+        _unavailable("java not found (tools/install-system-deps.sh installs a JDK)")
+    return ref, status.libs
+
+
 def report_line(record: dict) -> None:
     path = os.environ.get("ODRADEK_DIFFERENTIAL_REPORT")
     if path:
@@ -59,13 +89,8 @@ def report_line(record: dict) -> None:
 @pytest.fixture(scope="session")
 def kafka_reference() -> Iterator:
     """Apache Kafka as a single-node KRaft broker on a free loopback port, for the whole session."""
-    ref = load_launcher()
-    status = ref.install_status()
-    if not status.installed:
-        _unavailable(status.reason, status.unreachable)
-    if shutil.which("java") is None:
-        _unavailable("java not found (tools/install-system-deps.sh installs a JDK)")
-    kafka = ref.KafkaReference(status.libs)
+    ref, libs = installed_launcher()
+    kafka = ref.KafkaReference(libs)
     try:
         kafka.start()
     except RuntimeError as exc:
@@ -75,6 +100,51 @@ def kafka_reference() -> Iterator:
                  "kafka_format_seconds": round(kafka.format_seconds, 2)})
     yield kafka
     kafka.stop()
+
+
+@pytest.fixture(scope="module")
+def secured_kafka() -> Iterator:
+    """Apache Kafka with a SASL_PLAINTEXT listener (PLAIN: admin, alice, bob) and the StandardAuthorizer; its
+    PLAINTEXT listeners (the controller's, and one for the launcher's readiness probe and the broker's own
+    requests) authenticate nobody, so ANONYMOUS is a super user there as the brokers' requests need.
+    `kafka.sasl_bootstrap` is where the cases go."""
+    port, sasl_port, controller_port = free_port(), free_port(), free_port()
+    settings = {**SECURED_COMMON,
+                "listeners": f"PLAINTEXT://127.0.0.1:{port},SASL_PLAINTEXT://127.0.0.1:{sasl_port},"
+                             f"CONTROLLER://127.0.0.1:{controller_port}",
+                "advertised.listeners": f"PLAINTEXT://127.0.0.1:{port},SASL_PLAINTEXT://127.0.0.1:{sasl_port}",
+                "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,SASL_PLAINTEXT:SASL_PLAINTEXT,"
+                                                  "CONTROLLER:PLAINTEXT",
+                "listener.name.sasl_plaintext.plain.sasl.jaas.config": plain_jaas(JAAS_USERS),
+                "super.users": "User:admin;User:ANONYMOUS"}
+    ref, libs = installed_launcher()
+    kafka = ref.KafkaReference(libs, port=port, controller_port=controller_port, settings=settings)
+    kafka.sasl_bootstrap = f"127.0.0.1:{sasl_port}"
+    try:
+        kafka.start(timeout=SECURED_START_TIMEOUT_S)
+    except RuntimeError as exc:
+        kafka.stop()
+        pytest.fail(f"Apache Kafka {ref.kafka_version()} (secured) did not start: {exc}")
+    report_line({"kafka_version": ref.kafka_version(), "kafka_start_seconds": round(kafka.start_seconds, 2),
+                 "secured": True})
+    yield kafka
+    kafka.stop()
+
+
+@pytest.fixture(scope="module")
+def secured_odradek(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
+    """odradek with the same users, authorizer and super user as secured_kafka, on a SASL_PLAINTEXT listener
+    (`broker.sasl_bootstrap`) beside a PLAINTEXT one, as node 1 like the reference."""
+    plain, sasl = free_port(), free_port()
+    broker = BrokerProcess(tmp_path_factory.mktemp("odradek-authz") / "data", {
+        **ODRADEK_SETTINGS, **SECURED_COMMON, "node.id": str(BROKER_NODE_ID),
+        "listeners": f"PLAINTEXT://127.0.0.1:{plain},SASL_PLAINTEXT://127.0.0.1:{sasl}",
+        "listener.name.sasl_plaintext.plain.sasl.jaas.config": plain_jaas(JAAS_USERS),
+        "super.users": "User:admin"}, port=plain)
+    broker.sasl_bootstrap = f"127.0.0.1:{sasl}"
+    broker.start()
+    yield broker
+    broker.stop()
 
 
 @pytest.fixture(scope="module")

@@ -61,3 +61,62 @@ def deliberate(scenario: str, path: str) -> str | None:
         if known.covers(scenario, path):
             return known.reason
     return None
+
+
+# ------------------------------------------------------------------------------ authorization parity
+
+@dataclass(frozen=True)
+class KnownAuthz:
+    """A deliberate difference of the authorization parity suite (authz.py): an API (its name, a glob), a
+    version range, users (a glob) and a regular expression searched in the difference's path. Never one where
+    odradek allows what Kafka refuses or lists a name Kafka hides: authz.py does not even look those up."""
+
+    api: str
+    path: str
+    reason: str
+    versions: tuple[int, int] = (0, 1 << 15)
+    principals: str = "*"
+    variant: str = "*"
+
+    def covers(self, api: str, version: int, principal: str, variant: str, path: str) -> bool:
+        return (fnmatch.fnmatchcase(api, self.api) and self.versions[0] <= version <= self.versions[1]
+                and fnmatch.fnmatchcase(principal, self.principals) and fnmatch.fnmatchcase(variant, self.variant)
+                and re.search(self.path, path) is not None)
+
+
+KNOWN_AUTHZ: list[KnownAuthz] = [
+    KnownAuthz("Produce", r"^\.$", "Kafka 4 still advertises Produce v0-2 (librdkafka's compressed produce "
+               "needs v0 advertised, KAFKA-18659) but refuses them; odradek serves them, authorized as every version",
+               versions=(0, 2)),
+    *(KnownAuthz(api, r"^\.$", "ZooKeeper-mode inter-broker APIs Kafka 4 removed (it closes the connection); "
+                 "odradek's cluster mode uses them, and refuses them CLUSTER_AUTHORIZATION_FAILED to all but super "
+                 "users and brokers")
+      for api in ("LeaderAndIsr", "StopReplica", "UpdateMetadata", "ControlledShutdown")),
+    *(KnownAuthz(api, r"^\.$", "KRaft's own APIs (the quorum, broker registration): odradek has no KRaft quorum "
+                 "or controller (a single node, or brokers coordinated by ZooKeeper) and does not advertise them")
+      for api in ("DescribeQuorum", "UnregisterBroker", "RemoveRaftVoter")),
+    KnownAuthz("DescribeUserScramCredentials", r"^\.$|^results$", "refused to a principal without DESCRIBE on "
+               "the cluster, Kafka 4.4 closes the connection when all users were asked for (`users` null: its error "
+               "answer is built from the list) and lists one result without a user name per user named otherwise; "
+               "odradek answers CLUSTER_AUTHORIZATION_FAILED with no results", principals="bob"),
+    KnownAuthz("ShareFetch", r"^error_code$|^responses", "odradek answers a ShareFetch from a member its share "
+               "group does not have UNKNOWN_MEMBER_ID before it looks at the partitions (k78_share_fetch.py); "
+               "Kafka 4.4 opens the share session and answers per partition", principals="a*"),
+    *(KnownAuthz(api, r"error_code$", "an inter-broker API of the share coordinator, sent as a super user: "
+                 "Kafka's share coordinator answers NOT_COORDINATOR until its state topic exists, odradek's "
+                 "coordinator is always local and answers the request", principals="admin")
+      for api in ("InitializeShareGroupState", "ReadShareGroupState", "WriteShareGroupState",
+                  "DeleteShareGroupState", "ReadShareGroupStateSummary")),
+    KnownAuthz("DeleteShareGroupOffsets", r"^responses\[topic_name=[^]]+\]\.error_code$", "a topic whose state "
+               "the group no longer has (deleted earlier) answers NONE: odradek's coordinator does not keep the list "
+               "of a share group's initialized partitions (docs/share-groups.md, limits and gaps); Kafka answers "
+               "UNKNOWN_TOPIC_OR_PARTITION", principals="alice"),
+]
+
+
+def deliberate_authz(api: str, version: int, principal: str, variant: str, path: str) -> str | None:
+    """The reason an authorization difference is deliberate, or None."""
+    for known in KNOWN_AUTHZ:
+        if known.covers(api, version, principal, variant, path):
+            return known.reason
+    return None

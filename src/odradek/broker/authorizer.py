@@ -94,7 +94,9 @@ _ALLOWED_BY = {
 OPERATIONS_OF = {
     ResourceType.TOPIC: (Operation.READ, Operation.WRITE, Operation.CREATE, Operation.DELETE, Operation.ALTER,
                          Operation.DESCRIBE, Operation.DESCRIBE_CONFIGS, Operation.ALTER_CONFIGS),
-    ResourceType.GROUP: (Operation.READ, Operation.DELETE, Operation.DESCRIBE),
+    # Kafka 4 (KIP-848) added group configs, and with them DESCRIBE_CONFIGS and ALTER_CONFIGS on groups
+    ResourceType.GROUP: (Operation.READ, Operation.DELETE, Operation.DESCRIBE, Operation.DESCRIBE_CONFIGS,
+                         Operation.ALTER_CONFIGS),
     ResourceType.CLUSTER: (Operation.CREATE, Operation.ALTER, Operation.DESCRIBE, Operation.CLUSTER_ACTION,
                            Operation.DESCRIBE_CONFIGS, Operation.ALTER_CONFIGS, Operation.IDEMPOTENT_WRITE),
     ResourceType.TRANSACTIONAL_ID: (Operation.WRITE, Operation.DESCRIBE),

@@ -51,8 +51,10 @@ def metadata(ctx: RequestContext, request: dict) -> dict:
                         conn.principal, conn.peer_host, Res.TOPIC, entry["name"])
     cluster_operations = NOT_REQUESTED
     if 8 <= version <= 10 and request["include_cluster_authorized_operations"]:
+        # 0 unless the cluster may be described (Kafka's rule, as in DescribeCluster)
         cluster_operations = broker.authorizer.authorized_operations(
-            ctx.connection.principal, ctx.connection.peer_host, Res.CLUSTER, CLUSTER_NAME)
+            ctx.connection.principal, ctx.connection.peer_host, Res.CLUSTER, CLUSTER_NAME) \
+            if ctx.allowed(Op.DESCRIBE, Res.CLUSTER, CLUSTER_NAME) else 0
     return {
         "throttle_time_ms": 0,
         "cluster_authorized_operations": cluster_operations,

@@ -11,7 +11,8 @@ thread (the handler then returns a coroutine); a failed fsync → COORDINATOR_NO
 v0 has no generation/member; v1 carries a per-partition commit timestamp; v2-4 a retention time (the
 offset then expires at commit time + retention, as in Kafka); v6+ the leader epoch, returned by
 OffsetFetch.
-v10 names topics by id only (KIP-848): an id this broker does not know → UNKNOWN_TOPIC_ID for its partitions.
+v10 names topics by id only (KIP-848): an id this broker does not know → UNKNOWN_TOPIC_ID for its partitions
+(GROUP_AUTHORIZATION_FAILED when the group is not authorized, so that ids leak nothing).
 A broker that does not coordinate the group answers NOT_COORDINATOR for every partition; the id of a share
 group (KIP-932), which has no committed offsets, GROUP_ID_NOT_FOUND (as Kafka 4.4 answers).
 """
@@ -33,8 +34,11 @@ def offset_commit(ctx: RequestContext, request: dict):
     for t in request["topics"]:
         topic = by_id(t["topic_id"])
         (named if topic is not None else unknown).append({**t, "name": topic.name} if topic is not None else t)
+    # the group is authorized first, as in Kafka: a user who may not use the group learns nothing of topic ids
+    unknown_error = ErrorCode.UNKNOWN_TOPIC_ID if ctx.allowed(Op.READ, Res.GROUP, request["group_id"]) \
+        else ErrorCode.GROUP_AUTHORIZATION_FAILED
     missing = [{"topic_id": t["topic_id"], "partitions": [
-        {"partition_index": p["partition_index"], "error_code": ErrorCode.UNKNOWN_TOPIC_ID} for p in t["partitions"]]}
+        {"partition_index": p["partition_index"], "error_code": unknown_error} for p in t["partitions"]]}
         for t in unknown]
     if not named:
         return {"throttle_time_ms": 0, "topics": missing}

@@ -15,6 +15,8 @@ GROUP_ID_NOT_FOUND (the id of a share group, which has no committed offsets; as 
 errors above; v3+ check the member as Kafka does for transactional commits:
 UNKNOWN_MEMBER_ID (a non-empty member id the group lacks), ILLEGAL_GENERATION (a generation >= 0 that is
 not the group's), FENCED_INSTANCE_ID. Per partition: UNKNOWN_TOPIC_OR_PARTITION, OFFSET_METADATA_TOO_LARGE.
+As in Kafka, partitions of topics the user may not READ (TOPIC_AUTHORIZATION_FAILED) and partitions that
+do not exist (UNKNOWN_TOPIC_OR_PARTITION) are answered first, and the others committed regardless.
 v2+ carry the leader epoch.
 """
 
@@ -48,12 +50,18 @@ async def _commit(ctx: RequestContext, request: dict) -> dict[tuple[str, int], i
         return dict.fromkeys(keys, ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
     if not ctx.allowed(Op.READ, Res.GROUP, group_id):
         return dict.fromkeys(keys, ErrorCode.GROUP_AUTHORIZATION_FAILED)
-    denied = {k for k in keys if not ctx.allowed(Op.READ, Res.TOPIC, k[0])}
-    if denied:
-        return {k: ErrorCode.TOPIC_AUTHORIZATION_FAILED if k in denied else ErrorCode.OPERATION_NOT_ATTEMPTED
-                for k in keys}
+    # as Kafka: topics not authorized, then partitions that do not exist, answered here; the rest go on
+    early: dict[tuple[str, int], int] = {}
+    for key in keys:
+        if not ctx.allowed(Op.READ, Res.TOPIC, key[0]):
+            early[key] = ErrorCode.TOPIC_AUTHORIZATION_FAILED
+        elif coordinator.offsets.check_offset(key[0], key[1], "") == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION:
+            early[key] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+    keys = [k for k in keys if k not in early]
+    if not keys:
+        return early
     if not coordinator.owns(group_id):
-        return dict.fromkeys(keys, ErrorCode.NOT_COORDINATOR)
+        return {**early, **dict.fromkeys(keys, ErrorCode.NOT_COORDINATOR)}
     error = coordinator.offsets.check_txn_member(
         group_id, request["generation_id"] if version >= 3 else -1, request["member_id"] if version >= 3 else "",
         request["group_instance_id"] if version >= 3 else None)
@@ -63,12 +71,14 @@ async def _commit(ctx: RequestContext, request: dict) -> dict[tuple[str, int], i
                                              request["producer_epoch"], [offsets_partition],
                                              add=version >= 5))[offsets_partition]
     if error:
-        return dict.fromkeys(keys, error)
-    result: dict[tuple[str, int], int] = {}
+        return {**early, **dict.fromkeys(keys, error)}
+    result: dict[tuple[str, int], int] = dict(early)
     accepted = []
     for t in request["topics"]:
         for p in t["partitions"]:
             key = (t["name"], p["partition_index"])
+            if key in early:
+                continue
             metadata = p["committed_metadata"] or ""
             result[key] = coordinator.offsets.check_offset(key[0], key[1], metadata)
             if not result[key]:

@@ -24,8 +24,13 @@ PREFERRED = 0
 @handler(ApiKey.ELECT_LEADERS, 0, 2)
 async def elect_leaders(ctx: RequestContext, request: dict) -> dict:
     if not ctx.allowed(Op.ALTER, Res.CLUSTER, CLUSTER_NAME):
-        return {"throttle_time_ms": 0, "error_code": ErrorCode.CLUSTER_AUTHORIZATION_FAILED,
-                "replica_election_results": []}
+        # every partition named gets the error too, as in Kafka (v0 has no top-level error code)
+        denied = ErrorCode.CLUSTER_AUTHORIZATION_FAILED
+        return {"throttle_time_ms": 0, "error_code": denied, "replica_election_results": [
+            {"topic": t["topic"], "partition_result": [{"partition_id": p, "error_code": denied,
+                                                        "error_message": "Authorization failed."}
+                                                       for p in t["partitions"]]}
+            for t in request["topic_partitions"] or ()]}
     preferred = ctx.api_version == 0 or request["election_type"] == PREFERRED
     wanted = None if request["topic_partitions"] is None else [
         (t["topic"], p) for t in request["topic_partitions"] for p in t["partitions"]]

@@ -25,8 +25,12 @@ from odradek.protocol.errors import ErrorCode
 @handler(ApiKey.ALTER_PARTITION_REASSIGNMENTS, 0, 1)
 async def alter_partition_reassignments(ctx: RequestContext, request: dict) -> dict:
     if not ctx.allowed(Op.ALTER, Res.CLUSTER, CLUSTER_NAME):
-        return {"throttle_time_ms": 0, "error_code": ErrorCode.CLUSTER_AUTHORIZATION_FAILED,
-                "error_message": "Authorization failed.", "responses": []}
+        # each partition named gets the error as well, as in Kafka
+        denied = ErrorCode.CLUSTER_AUTHORIZATION_FAILED
+        return {"throttle_time_ms": 0, "error_code": denied, "error_message": "Authorization failed.",
+                "responses": [{"name": t["name"], "partitions": [
+                    {"partition_index": p["partition_index"], "error_code": denied,
+                     "error_message": "Authorization failed."} for p in t["partitions"]]} for t in request["topics"]]}
     named = [(t["name"], p["partition_index"]) for t in request["topics"] for p in t["partitions"]]
     outcomes: dict[tuple[str, int], tuple[int, str | None]] = {}
     wanted: dict[tuple[str, int], list[int] | None] = {}

@@ -3,10 +3,11 @@
 The live brokers and the controller, from the metadata cache (a single node is the whole cluster and its
 controller). v1 `endpoint_type` 1 (brokers) is answered;
 2 (controllers) → UNSUPPORTED_ENDPOINT_TYPE, as a broker listener does in Kafka. The cluster's
-`authorized_operations` are computed when asked for (broker/authorizer.py).
+`authorized_operations` are computed when asked for (broker/authorizer.py), and are 0 for a principal
+that may not DESCRIBE the cluster, as in Kafka.
 """
 
-from odradek.broker.authorizer import CLUSTER_NAME, ResourceType
+from odradek.broker.authorizer import CLUSTER_NAME, Operation, ResourceType
 from odradek.broker.core import RequestContext
 from odradek.broker.registry import handler
 from odradek.protocol.api_keys import ApiKey
@@ -31,7 +32,9 @@ def describe_cluster(ctx: RequestContext, request: dict) -> dict:
         # v2's include_fenced_brokers (KIP-1073) changes nothing: a ZooKeeper-registered broker is never fenced
         "brokers": [{"broker_id": b.node_id, "host": host, "port": port, "rack": b.rack, "is_fenced": False}
                     for b, host, port in cache.endpoints(ctx.connection.listener)],
-        "cluster_authorized_operations": ctx.broker.authorizer.authorized_operations(
+        # as in Kafka, only a principal that may DESCRIBE the cluster learns what it may do there (else 0)
+        "cluster_authorized_operations": (ctx.broker.authorizer.authorized_operations(
             ctx.connection.principal, ctx.connection.peer_host, ResourceType.CLUSTER, CLUSTER_NAME)
+            if ctx.allowed(Operation.DESCRIBE, ResourceType.CLUSTER, CLUSTER_NAME) else 0)
         if request["include_cluster_authorized_operations"] else -(1 << 31),
     }

@@ -3,8 +3,9 @@
 Per group and partition: the share-partition start offset (SPSO: everything below it is acknowledged or
 archived) and, from v1 (KIP-1226), the lag: records below the high watermark not yet finished (in flight
 and not acknowledged or archived, or never delivered). A partition the group has no state for answers start
-offset -1 (and lag -1); `topics` null lists every partition the group has state for. An unknown group (one
-with neither members nor stored state) is answered GROUP_ID_NOT_FOUND, an unknown topic
+offset -1 (and lag -1); `topics` null lists every partition the group has state for. An id no group holds is
+answered as Kafka 4.4 answers it, as a share group with no state (NONE, each partition asked for at -1); an
+id of a classic or consumer group GROUP_ID_NOT_FOUND; an unknown topic of a known group
 UNKNOWN_TOPIC_OR_PARTITION per partition; GROUP_AUTHORIZATION_FAILED, TOPIC_AUTHORIZATION_FAILED (topics the
 principal may not describe), NOT_COORDINATOR.
 
@@ -37,6 +38,16 @@ def _partition(index: int, start: int = -1, lag: int = -1, code: int = 0) -> dic
             "error_message": None}
 
 
+def _unknown_group(ctx: RequestContext, group_id: str, asked: list[dict] | None) -> dict:
+    """A group id no group holds, answered as Kafka 4.4 does: a group with no state, NONE, every partition
+    asked for at start offset -1 (TOPIC_AUTHORIZATION_FAILED where the topic may not be described), none
+    when all are asked for."""
+    topics = [{"topic_name": t["topic_name"], "topic_id": ZERO_UUID, "partitions": [
+        _partition(i, code=0 if ctx.allowed(Op.DESCRIBE, Res.TOPIC, t["topic_name"])
+                   else ErrorCode.TOPIC_AUTHORIZATION_FAILED) for i in t["partitions"]]} for t in asked or ()]
+    return {"group_id": group_id, "topics": topics, "error_code": 0, "error_message": None}
+
+
 @handler(ApiKey.DESCRIBE_SHARE_GROUP_OFFSETS, 0, 1)
 async def describe_share_group_offsets(ctx: RequestContext, request: dict) -> dict:
     coordinator = ctx.broker.coordinator
@@ -52,7 +63,10 @@ async def describe_share_group_offsets(ctx: RequestContext, request: dict) -> di
             out.append(_group(gid, ErrorCode.NOT_COORDINATOR))
             continue
         if gid not in share.groups:
-            out.append(_group(gid, ErrorCode.GROUP_ID_NOT_FOUND, f"Group {gid} not found."))
+            if coordinator.groups.groups.get(gid) is not None:
+                out.append(_group(gid, ErrorCode.GROUP_ID_NOT_FOUND, f"Group {gid} is not a share group."))
+            else:
+                out.append(_unknown_group(ctx, gid, asked["topics"]))
             continue
         wanted: dict[str, list[int]] = {}
         if asked["topics"] is None:
