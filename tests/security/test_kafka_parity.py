@@ -385,3 +385,31 @@ def test_a_request_neither_serves_closes_the_connection(sides, api_key, version)
                 read_frame(session.sock, timeout=10)
         finally:
             session.close()
+
+
+def test_kafka_python_admin_reads_and_changes_broker_loggers(sides):
+    """A real client's view: kafka-python's admin lists the config resources, describes the broker's loggers
+    and sets one (IncrementalAlterConfigs), against both brokers."""
+    from kafka.admin import ConfigResource, ConfigResourceType, KafkaAdminClient
+
+    for side in sides:
+        admin = KafkaAdminClient(bootstrap_servers=f"127.0.0.1:{side.port}", security_protocol="SASL_PLAINTEXT",
+                                 sasl_mechanism="PLAIN", sasl_plain_username="admin",
+                                 sasl_plain_password=USERS["admin"], request_timeout_ms=20000)
+        try:
+            listed = admin.list_config_resources()
+            assert listed["broker_logger"] == [str(side.node_id)] and {"t", "doomed"} <= set(listed["topic"]), side
+            logger = ConfigResource(ConfigResourceType.BROKER_LOGGER, str(side.node_id))
+            described = admin.describe_configs([logger], config_filter="all")["broker_logger"][str(side.node_id)]
+            assert "root" in described and side.logger in described, side
+            result = admin.alter_configs([ConfigResource(ConfigResourceType.BROKER_LOGGER, str(side.node_id),
+                                                         configs={side.logger: ("SET", "TRACE")})],
+                                         raise_on_unknown=False, incremental=True)
+            assert result == {"broker_logger": {str(side.node_id): "OK"}}, (side, result)
+            assert _level(side, side.logger) == "TRACE"
+            admin.alter_configs([ConfigResource(ConfigResourceType.BROKER_LOGGER, str(side.node_id),
+                                                configs={side.logger: ("DELETE", None)})],
+                                raise_on_unknown=False, incremental=True)
+            assert _level(side, side.logger) == _level(side, "root")
+        finally:
+            admin.close()
