@@ -413,3 +413,48 @@ def test_kafka_python_admin_reads_and_changes_broker_loggers(sides):
             assert _level(side, side.logger) == _level(side, "root")
         finally:
             admin.close()
+
+
+def _grant(side: Side, user: str, operation: int) -> None:
+    acl = {"resource_type": 4, "resource_name": "kafka-cluster", "resource_pattern_type": 3,
+           "principal": f"User:{user}", "host": "*", "operation": operation, "permission_type": 3}
+    assert side.call("admin", 30, 3, {"creations": [acl]})["results"][0]["error_code"] == 0
+
+
+def _cluster_outcomes(side: Side, user: str) -> dict[str, int]:
+    """What ``user`` gets from each cluster-level API added here."""
+    logger = [{"resource_type": 8, "resource_name": str(side.node_id), "configs": [
+        {"name": "root", "config_operation": 0, "value": "WARN"}]}]
+    return {
+        "ListConfigResources": side.call(user, 74, 1, {"resource_types": [8]})["error_code"],
+        "DescribeConfigs(logger)": _describe_loggers(side, user, str(side.node_id), ["root"])["error_code"],
+        "IncrementalAlterConfigs(logger)": side.call(user, 44, 1, {"resources": logger, "validate_only": True})[
+            "responses"][0]["error_code"],
+        "UpdateFeatures": side.call(user, 57, 2, {"timeout_ms": 5000, "feature_updates": [], "validate_only": True})[
+            "error_code"],
+        "AlterReplicaLogDirs": side.call(user, 34, 2, {"dirs": [{"path": side.log_dir, "topics": [
+            {"name": "t", "partitions": [0]}]}]})["results"][0]["partitions"][0]["error_code"],
+    }
+
+
+def test_which_cluster_operation_each_added_api_needs(sides):
+    """bob, granted DESCRIBE_CONFIGS on the cluster and then ALTER: the same APIs open up on both brokers."""
+    steps = []
+    # DESCRIBE_CONFIGS, then ALTER as well; each with an API it opens, to wait for (Kafka applies ACLs from its
+    # metadata log, a moment later)
+    for operation, opened in ((10, "ListConfigResources"), (7, "UpdateFeatures")):
+        for side in sides:
+            _grant(side, "bob", operation)
+        outcomes = []
+        for side in sides:
+            wait_until(lambda s=side: _cluster_outcomes(s, "bob")[opened] == 0, timeout=30,
+                       message=f"{side} applying bob's ACL")
+            outcomes.append(_cluster_outcomes(side, "bob"))
+        assert outcomes[0] == outcomes[1], (operation, outcomes)
+        steps.append(outcomes[1])
+    denied = ErrorCode.CLUSTER_AUTHORIZATION_FAILED
+    assert steps[0] == {"ListConfigResources": 0, "DescribeConfigs(logger)": 0,
+                        "IncrementalAlterConfigs(logger)": denied, "UpdateFeatures": denied,
+                        "AlterReplicaLogDirs": denied}
+    assert steps[1]["UpdateFeatures"] == steps[1]["AlterReplicaLogDirs"] == 0
+    assert steps[1]["IncrementalAlterConfigs(logger)"] == denied  # ALTER is not ALTER_CONFIGS
