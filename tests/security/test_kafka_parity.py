@@ -458,3 +458,21 @@ def test_which_cluster_operation_each_added_api_needs(sides):
                         "AlterReplicaLogDirs": denied}
     assert steps[1]["UpdateFeatures"] == steps[1]["AlterReplicaLogDirs"] == 0
     assert steps[1]["IncrementalAlterConfigs(logger)"] == denied  # ALTER is not ALTER_CONFIGS
+
+
+def test_api_versions_at_a_version_neither_speaks(sides):
+    """Error 35 with a v0 body naming ApiVersions' own range only (KIP-511), before or after a login."""
+    import struct
+
+    for side in sides:
+        for user in (None, "alice"):
+            session = Session(side.port, user, USERS.get(user, ""))
+            try:
+                header = struct.pack(">hhih", 18, 99, 7, 4) + b"test" + b"\0"
+                session.sock.sendall(struct.pack(">i", len(header)) + header)
+                payload = read_frame(session.sock, timeout=10)
+                correlation_id, error, count, key, low = struct.unpack_from(">ihihh", payload)
+                assert (correlation_id, error, count, key, low) == (7, ErrorCode.UNSUPPORTED_VERSION, 1, 18, 0), side
+                assert len(payload) == 4 + 2 + 4 + 6, side
+            finally:
+                session.close()
