@@ -67,17 +67,24 @@ DESCRIBE_ACL = {"resource_type": 2, "resource_name": "desc-", "resource_pattern_
                 "host": "*", "operation": 8, "permission_type": 3}
 
 
+def _prepare(side: Side) -> Side:
+    created = side.call("admin", 19, 7, CREATE)
+    assert {t["error_code"] for t in created["topics"]} == {0}, (side, created)
+    assert side.call("admin", 30, 3, {"creations": [DESCRIBE_ACL]})["results"][0]["error_code"] == 0
+    # Kafka's authorizer takes the ACL from its metadata log: wait until alice sees the topic
+    wait_until(lambda: _describes(side, "desc-t"), timeout=30, message=f"{side} applying the ACL")
+    return side
+
+
 @pytest.fixture(scope="module")
-def sides(kafka, odradek) -> list[Side]:
-    both = [Side("kafka", kafka.sasl, 1, str(kafka.kafka.work_dir / "data"), KAFKA_LOGGER),
-            Side("odradek", odradek.sasl, 0, os.path.abspath(odradek.process.data_dir), ODRADEK_LOGGER)]
-    for side in both:
-        created = side.call("admin", 19, 7, CREATE)
-        assert {t["error_code"] for t in created["topics"]} == {0}, (side, created)
-        assert side.call("admin", 30, 3, {"creations": [DESCRIBE_ACL]})["results"][0]["error_code"] == 0
-        # Kafka's authorizer takes the ACL from its metadata log: wait until alice sees the topic
-        wait_until(lambda: _describes(side, "desc-t"), timeout=30, message=f"{side} applying the ACL")
-    return both
+def odradek_side(odradek) -> Side:
+    """odradek alone: the tests of odradek's own behaviour run without Kafka too."""
+    return _prepare(Side("odradek", odradek.sasl, 0, os.path.abspath(odradek.process.data_dir), ODRADEK_LOGGER))
+
+
+@pytest.fixture(scope="module")
+def sides(kafka, odradek_side) -> list[Side]:
+    return [_prepare(Side("kafka", kafka.sasl, 1, str(kafka.kafka.work_dir / "data"), KAFKA_LOGGER)), odradek_side]
 
 
 def _describes(side: Side, topic: str) -> bool:
@@ -151,9 +158,9 @@ def test_offset_fetch_refuses_an_unauthorised_group_in_every_version(sides, vers
             [ErrorCode.GROUP_AUTHORIZATION_FAILED] * 2
 
 
-def test_offset_fetch_v0_answers_like_v1(sides):
+def test_offset_fetch_v0_answers_like_v1(odradek_side):
     """Kafka 4.4 no longer speaks v0; odradek does, and refuses as v1 does."""
-    answer = sides[1].call("alice", 9, 0, _offset_fetch_body(0))
+    answer = odradek_side.call("alice", 9, 0, _offset_fetch_body(0))
     assert [(p["partition_index"], p["committed_offset"], p["error_code"]) for p in answer["topics"][0]["partitions"]] \
         == [(0, -1, ErrorCode.GROUP_AUTHORIZATION_FAILED), (1, -1, ErrorCode.GROUP_AUTHORIZATION_FAILED)]
 
@@ -256,9 +263,9 @@ def test_legacy_alter_configs_refuses_broker_loggers(sides):
         assert answers == [(ErrorCode.INVALID_REQUEST, "Unknown resource type 8")] * 2
 
 
-def test_a_debug_level_set_at_run_time_reaches_the_log(odradek, sides):
+def test_a_debug_level_set_at_run_time_reaches_the_log(odradek, odradek_side):
     """odradek's own logger set to DEBUG: a refused idempotent batch is logged at DEBUG from then on."""
-    side = sides[1]
+    side = odradek_side
     marker = "produce to t-0 refused"
 
     def refused_batch(sequence: int) -> None:
