@@ -483,3 +483,18 @@ def test_api_versions_at_a_version_neither_speaks(sides):
                 assert len(payload) == 4 + 2 + 4 + 6, side
             finally:
                 session.close()
+
+
+@pytest.mark.parametrize("api_key, version, body", TOKEN_CASES)
+def test_no_delegation_tokens_over_plaintext(kafka, odradek, api_key, version, body):
+    """On a PLAINTEXT listener every token request is DELEGATION_TOKEN_REQUEST_NOT_ALLOWED, before any other
+    check, on both brokers."""
+    answers = []
+    for port in (kafka.kafka.port, odradek.plain):
+        session = Session(port)
+        try:
+            answers.append(session.call(api_key, version, body))
+        finally:
+            session.close()
+    assert answers[1] == answers[0]
+    assert answers[1]["error_code"] == ErrorCode.DELEGATION_TOKEN_REQUEST_NOT_ALLOWED
