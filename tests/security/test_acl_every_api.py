@@ -160,11 +160,40 @@ CASES = [
                                        "topic_partitions": []}, "error_code", GROUP_DENIED, ()),
     ("ConsumerGroupDescribe", 69, 1, {"group_ids": ["g"]}, "groups.error_code", GROUP_DENIED,
      (ErrorCode.GROUP_ID_NOT_FOUND,)),
+    ("DescribeConfigs (broker logger)", 32, 4, {"resources": [{"resource_type": 8, "resource_name": "0"}]},
+     "results.error_code", CLUSTER_DENIED, ()),
+    ("IncrementalAlterConfigs (broker logger)", 44, 1, {"resources": [{"resource_type": 8, "resource_name": "0",
+                                                                       "configs": [{"name": "root", "config_operation": 0,
+                                                                                    "value": "INFO"}]}],
+                                                        "validate_only": True},
+     "responses.error_code", CLUSTER_DENIED, ()),
+    ("AlterReplicaLogDirs", 34, 2, {"dirs": [{"path": "/nonexistent", "topics": [{"name": "t", "partitions": [0]}]}]},
+     "results.partitions.error_code", CLUSTER_DENIED, (ErrorCode.LOG_DIR_NOT_FOUND,)),
+    # tokens: only CreateDelegationToken for another owner is authorized; the rest is "disabled" for everyone
+    ("CreateDelegationToken (other owner)", 38, 3, {"owner_principal_type": "User", "owner_principal_name": "bob",
+                                                    "renewers": [], "max_lifetime_ms": -1},
+     "error_code", ErrorCode.DELEGATION_TOKEN_AUTHORIZATION_FAILED, (ErrorCode.DELEGATION_TOKEN_AUTH_DISABLED,)),
+    ("CreateDelegationToken", 38, 3, {"owner_principal_type": None, "owner_principal_name": None, "renewers": [],
+                                      "max_lifetime_ms": -1},
+     "error_code", ErrorCode.DELEGATION_TOKEN_AUTH_DISABLED, (ErrorCode.DELEGATION_TOKEN_AUTH_DISABLED,)),
+    ("RenewDelegationToken", 39, 2, {"hmac": b"x", "renew_period_ms": -1}, "error_code",
+     ErrorCode.DELEGATION_TOKEN_AUTH_DISABLED, (ErrorCode.DELEGATION_TOKEN_AUTH_DISABLED,)),
+    ("ExpireDelegationToken", 40, 2, {"hmac": b"x", "expiry_time_period_ms": -1}, "error_code",
+     ErrorCode.DELEGATION_TOKEN_AUTH_DISABLED, (ErrorCode.DELEGATION_TOKEN_AUTH_DISABLED,)),
+    ("DescribeDelegationToken", 41, 3, {"owners": None}, "error_code", ErrorCode.DELEGATION_TOKEN_AUTH_DISABLED,
+     (ErrorCode.DELEGATION_TOKEN_AUTH_DISABLED,)),
+    ("UpdateFeatures", 57, 2, {"timeout_ms": 5000, "feature_updates": [
+        {"feature": "transaction.version", "max_version_level": 2, "upgrade_type": 1}], "validate_only": True},
+     "error_code", CLUSTER_DENIED, ()),
+    ("ListConfigResources", 74, 1, {"resource_types": []}, "error_code", CLUSTER_DENIED, ()),
     # brokers' own requests: CLUSTER_ACTION (admin, a super user, would act on them: not sent as admin)
     ("LeaderAndIsr", 4, 5, {"controller_id": 1, "controller_epoch": 1}, "error_code", CLUSTER_DENIED, None),
     ("StopReplica", 5, 3, {"controller_id": 1, "controller_epoch": 1}, "error_code", CLUSTER_DENIED, None),
     ("UpdateMetadata", 6, 7, {"controller_id": 1, "controller_epoch": 1}, "error_code", CLUSTER_DENIED, None),
     ("ControlledShutdown", 7, 3, {"broker_id": 7, "broker_epoch": 1}, "error_code", CLUSTER_DENIED, None),
+    ("AddPartitionsToTxn (broker form)", 24, 5, {"transactions": [
+        {"transactional_id": "tx", "producer_id": 1, "producer_epoch": 0, "verify_only": True,
+         "topics": [{"name": "t", "partitions": [0]}]}]}, "error_code", CLUSTER_DENIED, None),
     ("WriteTxnMarkers", 27, 1, {"markers": [{"producer_id": 1, "producer_epoch": 0, "transaction_result": True,
                                               "topics": [{"name": "t", "partition_indexes": [0]}],
                                               "coordinator_epoch": 0}]},
@@ -200,7 +229,9 @@ def test_every_protected_api(secured, name, api_key, version, body, where, denie
 
 
 def test_an_unauthenticated_connection_is_closed(secured):
-    for api_key, version, body in [(3, 12, {"topics": None}), (0, 9, CASES[0][3]), (29, 3, CASES[22][3])]:
+    for api_key, version, body in [(3, 12, {"topics": None}), (0, 9, CASES[0][3]), (29, 3, CASES[22][3]),
+                                   (41, 3, {"owners": None}), (74, 1, {"resource_types": []}),
+                                   (57, 2, {"feature_updates": []})]:
         anonymous = Session(secured.sasl)
         try:
             anonymous.send(api_key, version, body)

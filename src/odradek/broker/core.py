@@ -506,12 +506,12 @@ class Broker:
 
 
 def unsupported_api_versions_response(correlation_id: int) -> bytes:
-    """ApiVersions at a version we do not speak: error 35 with a v0 body listing our ranges (KIP-511)."""
-    from odradek.broker.registry import advertised_versions
-
+    """ApiVersions at a version we do not speak: error 35 with a v0 body listing the versions of ApiVersions
+    itself (KIP-511), all a client needs to step down and all that Kafka lists."""
+    spec = HANDLERS[ApiKey.API_VERSIONS]
     body = {
         "error_code": ErrorCode.UNSUPPORTED_VERSION,
-        "api_keys": [{"api_key": k, "min_version": lo, "max_version": hi} for k, lo, hi in advertised_versions()],
+        "api_keys": [{"api_key": spec.api_key, "min_version": spec.min_version, "max_version": spec.max_version}],
     }
     return codec.encode_response(ApiKey.API_VERSIONS, 0, correlation_id, body)
 

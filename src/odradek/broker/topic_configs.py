@@ -44,7 +44,7 @@ def resource_error(ctx: RequestContext, resource: dict) -> tuple[int, str] | Non
             return ErrorCode.INVALID_REQUEST, f"Invalid broker id {name!r}"
         return None
     if kind != RESOURCE_TOPIC:
-        return ErrorCode.INVALID_REQUEST, f"Unsupported resource type {kind}"
+        return ErrorCode.INVALID_REQUEST, f"Unknown resource type {kind}"  # Kafka's words
     if ctx.broker.metadata.topic(name) is None:
         return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"Topic {name} does not exist"
     return None

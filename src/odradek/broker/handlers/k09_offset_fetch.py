@@ -11,6 +11,9 @@ is always answered.
 v10 names topics by id only (KIP-848): an id this broker does not know → UNKNOWN_TOPIC_ID for its partitions;
 asked for every topic, the answer names each by its current id (a deleted topic's offsets are left out).
 A broker that does not coordinate the group answers NOT_COORDINATOR (per group from v8).
+A principal without DESCRIBE on the group gets GROUP_AUTHORIZATION_FAILED: per group from v8, in the top-level
+error in v2-7, and in v0-1, which have no top-level error, on every partition asked for (offset -1, empty
+metadata), as Kafka answers; NOT_COORDINATOR is given the same way.
 """
 
 from odradek.broker.authorizer import Operation as Op, ResourceType as Res
@@ -104,11 +107,21 @@ def offset_fetch(ctx: RequestContext, request: dict) -> dict:
                            "error_code": error})
         return {"throttle_time_ms": 0, "groups": groups}
     if not ctx.allowed(Op.DESCRIBE, Res.GROUP, request["group_id"]):
-        return {"throttle_time_ms": 0, "topics": [], "error_code": ErrorCode.GROUP_AUTHORIZATION_FAILED}
+        return _group_error(ctx, request, ErrorCode.GROUP_AUTHORIZATION_FAILED)
     if not owns(request["group_id"]):
-        return {"throttle_time_ms": 0, "topics": [], "error_code": ErrorCode.NOT_COORDINATOR}
+        return _group_error(ctx, request, ErrorCode.NOT_COORDINATOR)
     requested = request["topics"]
     if requested is None and ctx.api_version < 2:
         requested = []
     stable = ctx.api_version >= 7 and request["require_stable"]
     return {"throttle_time_ms": 0, "topics": _topics(ctx, request["group_id"], requested, stable), "error_code": 0}
+
+
+def _group_error(ctx: RequestContext, request: dict, error: int) -> dict:
+    """v0-7: the group's error; v0-1 carry it on each partition asked for, having no top-level error."""
+    if ctx.api_version >= 2:
+        return {"throttle_time_ms": 0, "topics": [], "error_code": error}
+    return {"throttle_time_ms": 0, "error_code": error, "topics": [
+        {"name": t["name"], "partitions": [{"partition_index": p, "committed_offset": -1, "committed_leader_epoch": -1,
+                                            "metadata": "", "error_code": error} for p in t["partition_indexes"]]}
+        for t in request["topics"] or []]}

@@ -1,8 +1,8 @@
 """ApiVersions (key 18), versions 0-4.
 
 Advertises exactly the registry's ranges (see broker/registry.py). A version we do not speak never reaches
-this handler: the dispatcher answers it with UNSUPPORTED_VERSION and a v0 body (KIP-511), which is also
-what clients parse to step down. The response always goes out with response header v0, even at v3+ (the
+this handler: the dispatcher answers it with UNSUPPORTED_VERSION and a v0 body (KIP-511) listing only
+ApiVersions' own range, as Kafka does, which is what clients parse to step down. The response always goes out with response header v0, even at v3+ (the
 codec applies that rule). From v3 two features are advertised, supported and finalized: `transaction.version`
 2 (KIP-890's transactions v2, KIP-1022), from which current clients know to send Produce v12, EndTxn v5 and
 TxnOffsetCommit v5 and to skip AddPartitionsToTxn and AddOffsetsToTxn; and `group.version` 1, the consumer

@@ -10,11 +10,18 @@ v0-3 carry one transaction (clients); v4-5 batch several with `verify_only` (the
 KIP-890): each is handled the same way, and a verify-only one only checks that its partitions are already
 in the transaction (INVALID_TXN_STATE for those that are not): a group coordinator asks it before it
 writes transactional offsets. Only the transactional id's coordinator answers (NOT_COORDINATOR elsewhere).
+
+Authorization, where Kafka checks it: v0-3 need WRITE on the transactional id (else
+TRANSACTIONAL_ID_AUTHORIZATION_FAILED for every partition) and WRITE on each topic, internal topics never
+writable (TOPIC_AUTHORIZATION_FAILED, the others OPERATION_NOT_ATTEMPTED). v4+ come from brokers only: they
+need CLUSTER_ACTION on the cluster, else the whole request is answered CLUSTER_AUTHORIZATION_FAILED in the
+top-level error with no results; with it, no per-transaction or per-topic check is made.
 """
 
-from odradek.broker.authorizer import Operation as Op, ResourceType as Res
+from odradek.broker.authorizer import CLUSTER_NAME, Operation as Op, ResourceType as Res
 from odradek.broker.core import RequestContext
 from odradek.broker.registry import handler
+from odradek.cluster.topics import INTERNAL_TOPICS
 from odradek.protocol.api_keys import ApiKey
 from odradek.protocol.errors import ErrorCode
 
@@ -28,9 +35,11 @@ def _results(topics: list, errors: dict) -> list:
 async def _add(ctx: RequestContext, txn_id: str, pid: int, epoch: int, topics: list, verify_only: bool = False) -> list:
     broker = ctx.broker
     wanted = [(t["name"], p) for t in topics for p in t["partitions"]]
-    if not ctx.allowed(Op.WRITE, Res.TRANSACTIONAL_ID, txn_id):
+    from_client = ctx.api_version < 4  # v4+: a broker, authorized as one by the caller
+    if from_client and not ctx.allowed(Op.WRITE, Res.TRANSACTIONAL_ID, txn_id):
         return _results(topics, dict.fromkeys(wanted, ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED))
-    denied = {tp for tp in wanted if not ctx.allowed(Op.WRITE, Res.TOPIC, tp[0])}
+    denied = {tp for tp in wanted if from_client and (tp[0] in INTERNAL_TOPICS
+                                                      or not ctx.allowed(Op.WRITE, Res.TOPIC, tp[0]))}
     if denied:
         return _results(topics, {tp: ErrorCode.TOPIC_AUTHORIZATION_FAILED if tp in denied
                                  else ErrorCode.OPERATION_NOT_ATTEMPTED for tp in wanted})
@@ -55,6 +64,9 @@ async def add_partitions_to_txn(ctx: RequestContext, request: dict) -> dict:
         results = await _add(ctx, request["v3_and_below_transactional_id"], request["v3_and_below_producer_id"],
                        request["v3_and_below_producer_epoch"], request["v3_and_below_topics"])
         return {"throttle_time_ms": 0, "results_by_topic_v3_and_below": results}
+    if not ctx.allowed(Op.CLUSTER_ACTION, Res.CLUSTER, CLUSTER_NAME):
+        return {"throttle_time_ms": 0, "error_code": ErrorCode.CLUSTER_AUTHORIZATION_FAILED,
+                "results_by_transaction": []}
     out = []
     for txn in request["transactions"]:
         results = await _add(ctx, txn["transactional_id"], txn["producer_id"], txn["producer_epoch"], txn["topics"],

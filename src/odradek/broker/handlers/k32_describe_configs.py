@@ -13,10 +13,13 @@ unsupported resource type → INVALID_REQUEST. Config types are reported from v3
 what it does and its unit (config.py, beside each definition), not Kafka's text; null when not asked.
 GROUP (32) lists the group configs (coordinator/share_groups.py GROUP_CONFIGS): a value set for the group
 as GROUP_CONFIG (source 8), else its default (the broker property behind it) as DEFAULT_CONFIG.
-
-Gaps: BROKER_LOGGER (8) is not supported.
+BROKER_LOGGER (8) needs DESCRIBE_CONFIGS on the cluster (CLUSTER_AUTHORIZATION_FAILED) and this node's id as
+its name (INVALID_REQUEST with Kafka's message otherwise), and lists the broker's log levels
+(broker/broker_loggers.py): the root and every odradek logger, each at its effective level in log4j's
+words, as DYNAMIC_BROKER_LOGGER_CONFIG (source 6); `configuration_keys` naming no logger are left out.
 """
 
+from odradek.broker import broker_loggers
 from odradek.broker.authorizer import CLUSTER_NAME, Operation as Op, ResourceType as Res
 from odradek.broker.core import RequestContext
 from odradek.broker.registry import handler
@@ -97,6 +100,14 @@ def describe_configs(ctx: RequestContext, request: dict) -> dict:
             result.update(error_code=ErrorCode.TOPIC_AUTHORIZATION_FAILED, error_message="Authorization failed.")
         elif kind == RESOURCE_BROKER and not ctx.allowed(Op.DESCRIBE_CONFIGS, Res.CLUSTER, CLUSTER_NAME):
             result.update(error_code=ErrorCode.CLUSTER_AUTHORIZATION_FAILED, error_message="Authorization failed.")
+        elif kind == broker_loggers.RESOURCE_BROKER_LOGGER:
+            if not ctx.allowed(Op.DESCRIBE_CONFIGS, Res.CLUSTER, CLUSTER_NAME):
+                result.update(error_code=ErrorCode.CLUSTER_AUTHORIZATION_FAILED,
+                              error_message="Cluster authorization failed.")
+            else:
+                error, message, configs = broker_loggers.describe(ctx.broker.node_id, name,
+                                                                  resource["configuration_keys"])
+                result.update(error_code=error, error_message=message, configs=configs)
         elif kind == RESOURCE_TOPIC:
             topic = ctx.broker.metadata.topic(name)
             if topic is None:

@@ -6,7 +6,9 @@ changes nothing. Changes persist in the topic registry (in a cluster: ZooKeeper'
 a change notification every broker follows) and reach the partition logs at once (retention, segment
 size, flush policy). Broker resources (an id, or "" for the cluster default) take the replication throttle
 rates only (`leader/follower.replication.throttled.rate`), replacing that broker's dynamic configs;
-anything else → INVALID_REQUEST.
+anything else → INVALID_REQUEST. Other resource types, BROKER_LOGGER (8) included, are INVALID_REQUEST
+("Unknown resource type 8") before any authorization, as Kafka answers: log levels change only through
+IncrementalAlterConfigs.
 """
 
 from odradek.broker.core import RequestContext

@@ -8,8 +8,14 @@ SET and DELETE of the replication throttle rates (`leader/follower.replication.t
 anything else → INVALID_REQUEST. Group resources (32) take SET and DELETE of the group configs
 (`share.auto.offset.reset`, `share.isolation.level`, `share.record.lock.duration.ms`, ...; see
 docs/share-groups.md): unknown names and bad values → INVALID_CONFIG.
+BROKER_LOGGER resources (8) change the broker's log levels at run time (broker/broker_loggers.py), checked
+in Kafka's order: a config named twice or a null value to SET (INVALID_REQUEST, before authorization), then
+ALTER_CONFIGS on the cluster (CLUSTER_AUTHORIZATION_FAILED), then this node's id as the name, then each
+change (SET to TRACE/DEBUG/INFO/WARN/ERROR/FATAL, DELETE back to the parent's level).
 """
 
+from odradek.broker import broker_loggers
+from odradek.broker.authorizer import CLUSTER_NAME, Operation as Op, ResourceType as Res
 from odradek.broker.core import RequestContext
 from odradek.broker.registry import handler
 from odradek.broker.topic_configs import RESOURCE_BROKER, RESOURCE_GROUP, apply_broker_configs, \
@@ -25,6 +31,9 @@ SET, DELETE, APPEND, SUBTRACT = 0, 1, 2, 3
 async def incremental_alter_configs(ctx: RequestContext, request: dict) -> dict:
     responses = []
     for resource in request["resources"]:
+        if resource["resource_type"] == broker_loggers.RESOURCE_BROKER_LOGGER:
+            responses.append(response_entry(resource, *_alter_loggers(ctx, resource, request["validate_only"])))
+            continue
         problem = resource_error(ctx, resource)
         if problem is None and resource["resource_type"] == RESOURCE_BROKER:
             problem = await _alter_broker(ctx, resource, request["validate_only"])
@@ -83,3 +92,12 @@ async def _alter_group(ctx: RequestContext, resource: dict, validate_only: bool)
     if isinstance(changes, tuple):
         return changes
     return await apply_group_configs(ctx, resource["resource_name"], changes, validate_only)
+
+
+def _alter_loggers(ctx: RequestContext, resource: dict, validate_only: bool) -> tuple[int, str | None]:
+    problem = broker_loggers.check_shape(resource["configs"])
+    if problem is not None:
+        return problem
+    if not ctx.allowed(Op.ALTER_CONFIGS, Res.CLUSTER, CLUSTER_NAME):
+        return ErrorCode.CLUSTER_AUTHORIZATION_FAILED, None
+    return broker_loggers.alter(ctx.broker.node_id, resource["resource_name"], resource["configs"], validate_only)
