@@ -31,7 +31,8 @@ from odradek.cluster.topics import Topic
 from odradek.config import BrokerConfig, log_config_for
 from odradek.storage.cleaner import CleanerConfig
 from odradek.coordinator import OFFSETS_TOPIC, Coordinator
-from odradek.coordinator.persistence import OffsetsTopicLog, partition_for
+from odradek.coordinator.persistence import OffsetsTopicLog
+from odradek.coordinator.placement import partition_for
 from odradek.coordinator.share_state import SHARE_STATE_TOPIC, ShareStateLog
 from odradek.coordinator.transactions import TXN_TOPIC, TransactionCoordinator
 from odradek.broker.authorizer import Authorizer
