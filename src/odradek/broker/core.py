@@ -171,6 +171,8 @@ class Broker:
             lambda: self.cluster.create_internal_topic(SHARE_STATE_TOPIC))
         coordinator = Coordinator(self.config, partitions, lambda p: self.replicas.partition(OFFSETS_TOPIC, p),
                                   self.metadata.has_partition, metadata=self.metadata, share_state=share_state)
+        coordinator.log.local_log = lambda p: self.logs.get(OFFSETS_TOPIC, p)
+        share_state.log.local_log = lambda p: self.logs.get(SHARE_STATE_TOPIC, p)
         coordinator.share_groups.wake = self.notify_append  # records released: parked ShareFetches look again
         if self.config.get("zookeeper.connect"):
             from odradek.broker.share_persister import RemotePersister
@@ -184,8 +186,10 @@ class Broker:
         partitions = self.cluster.partition_count(TXN_TOPIC, self.config.int("transaction.state.log.num.partitions"))
         offsets_partitions = self.coordinator.log.partitions
         get_partition = lambda p: self.replicas.partition(TXN_TOPIC, p)  # noqa: E731
+        txn_log = OffsetsTopicLog(partitions, get_partition, now_ms)
+        txn_log.local_log = lambda p: self.logs.get(TXN_TOPIC, p)
         return TransactionCoordinator(
-            self.config, OffsetsTopicLog(partitions, get_partition, now_ms), self.producer_ids.allocate,
+            self.config, txn_log, self.producer_ids.allocate,
             TxnMarkerChannel(self), lambda group: partition_for(group, offsets_partitions), now_ms, get_partition)
 
     def _coordinator_partition_moved(self, topic: str, partition: int, leader: bool) -> None:

@@ -426,6 +426,9 @@ class OffsetsTopicLog:
                  clock_ms: Callable[[], int], owner_of: Callable[[bytes], str | None] | None = None) -> None:
         self.partitions = partitions
         self._get_partition = get_partition
+        # a partition's log on this broker's disk, led here, followed, or not yet either (the broker sets it:
+        # while it takes the leadership of one partition, the others' replicas may not exist yet)
+        self.local_log: Callable[[int], "PartitionLog | None"] = self._replica_log
         self._clock_ms = clock_ms
         # the string that places a stored key (group id, transactional id, share-partition key text); None
         # (or a key it cannot read): the record is taken where it is
@@ -440,9 +443,17 @@ class OffsetsTopicLog:
         # old partition -> ((log start, log end) when read, {new partition: [(key, value)] in log order})
         self._legacy_scans: dict[int, tuple[tuple[int, int], dict[int, list[tuple[bytes, bytes | None]]]]] = {}
         self._moves: set[asyncio.Task] = set()
+        # moves written while no event loop ran (a single node loads its partitions before serving): their
+        # second half starts at the next `resume_moves`
+        self._deferred: list[tuple[int, dict[int, list[tuple[bytes, bytes | None]]], bool, Future]] = []
+        self.name = "an internal topic"  # for log lines; the coordinator names it
 
     def partition_for(self, key: str) -> int:
         return partition_for(key, self.partitions)
+
+    def _replica_log(self, partition: int) -> "PartitionLog | None":
+        replica = self._get_partition(partition)
+        return replica.log if replica is not None else None
 
     def append(self, group_id: str, records: list[tuple[bytes, bytes | None]]) -> Future:
         """Append ``(key, value)`` records (value None = tombstone) for one group (or transactional id); the
@@ -593,20 +604,19 @@ class OffsetsTopicLog:
             elif scan.get(partition):
                 moved[source] = scan[partition]
         if unread:  # the placement record waits for a load that can read them all; snapshots do not
-            log.warning("partition %d of an internal topic: partitions %s have no replica here, so records an "
-                        "older odradek stored there for its keys cannot be read (docs/coordinator-placement.md)",
-                        partition, unread)
+            log.warning("%s-%d: partitions %s have no replica here, so records an older odradek stored there "
+                        "for its keys cannot be read (docs/coordinator-placement.md)",
+                        self.name, partition, unread)
         self._write_moved(partition, moved, {r.key for r in own if r.key is not None}, complete=not unread)
         return [ReplayedRecord(k, v, -1, None) for records in moved.values() for k, v in records] + own
 
     def _legacy_scan(self, source: int) -> dict[int, list[tuple[bytes, bytes | None]]] | None:
-        """The committed records in ``source`` (its local replica, led here or not) of keys that the old rule
-        put there and that belong to another partition, by that partition; None without a local replica.
+        """The committed records in ``source`` (its log on this broker, led here or not) of keys that the old
+        rule put there and that belong to another partition, by that partition; None without a local log.
         Kept while the log does not change, so loading every partition reads each one once."""
-        replica = self._get_partition(source)
-        if replica is None:
+        plog = self.local_log(source)
+        if plog is None:
             return None
-        plog = replica.log
         stamp = (plog.log_start_offset, plog.log_end_offset)
         cached = self._legacy_scans.get(source)
         if cached is not None and cached[0] == stamp:
@@ -647,28 +657,38 @@ class OffsetsTopicLog:
         try:
             durable = self._append(partition, records)
         except Exception as exc:
-            log.warning("partition %d of an internal topic: cannot write the %d records moved to it: %s; the "
-                        "next load moves them", partition, len(copies), exc)
+            log.warning("%s-%d: cannot write the %d records moved to it: %s; the "
+                        "next load moves them", self.name, partition, len(copies), exc)
             return
         self.commit_live(partition, records)
         self._appended[partition] = self._appended.get(partition, 0) + len(records)
         if copies:
-            log.info("partition %d of an internal topic: moving %d records stored under the old placement "
-                     "from partitions %s", partition, len(copies), sorted(moved))
-        try:
-            task = asyncio.get_running_loop().create_task(self._finish_move(partition, moved, complete, durable))
-        except RuntimeError:  # no event loop (a tool reading the log): the records are written; stop here
+            log.info("%s-%d: moving %d records stored under the old placement "
+                     "from partitions %s", self.name, partition, len(copies), sorted(moved))
+        self._deferred.append((partition, moved, complete, durable))
+        self.resume_moves()
+
+    def resume_moves(self) -> None:
+        """Start the second half of moves written while no event loop ran (called by the coordinators' tick)."""
+        if not self._deferred:
             return
-        self._moves.add(task)
-        task.add_done_callback(self._moves.discard)
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:
+            return
+        deferred, self._deferred = self._deferred, []
+        for partition, moved, complete, durable in deferred:
+            task = loop.create_task(self._finish_move(partition, moved, complete, durable))
+            self._moves.add(task)
+            task.add_done_callback(self._moves.discard)
 
     async def _finish_move(self, partition: int, moved: dict[int, list[tuple[bytes, bytes | None]]],
                            complete: bool, durable: Future) -> None:
         try:
             await asyncio.wrap_future(durable)
         except Exception as exc:
-            log.warning("partition %d of an internal topic: the records moved to it were not written (%s); the "
-                        "next load moves them", partition, exc)
+            log.warning("%s-%d: the records moved to it were not written (%s); the "
+                        "next load moves them", self.name, partition, exc)
             return
         self._unplaced.discard(partition)
         if complete:
@@ -683,8 +703,8 @@ class OffsetsTopicLog:
             try:
                 await asyncio.wrap_future(self._append(source, tombstones))
             except Exception as exc:
-                log.warning("partition %d of an internal topic: cannot tombstone the records moved from it: %s",
-                            source, exc)
+                log.warning("%s-%d: cannot tombstone the records moved from it: %s",
+                            self.name, source, exc)
                 continue
             self.commit_live(source, tombstones)
             self._appended[source] = self._appended.get(source, 0) + len(tombstones)

@@ -80,6 +80,7 @@ class Coordinator:
                  metadata: "MetadataCache | None" = None, share_state: ShareStateLog | None = None) -> None:
         self.scheduler = scheduler or AsyncioScheduler()
         self.log = OffsetsTopicLog(partitions, get_partition, self.scheduler.now_ms, owner_of=group_of_key)
+        self.log.name = OFFSETS_TOPIC
         # without a broker's topic (unit tests) share-group state has nowhere to go: writes fail, are logged
         self.share_state = share_state or ShareStateLog(1, lambda p: None, self.scheduler.now_ms, lambda: None)
         # the share coordinator of the __share_group_state partitions led here; the share-partition leader
@@ -282,6 +283,8 @@ class Coordinator:
     # -- maintenance ---------------------------------------------------------------------------------------
 
     def tick(self, now_ms: int) -> None:
+        self.log.resume_moves()
+        self.share_state.log.resume_moves()
         if not self._started:
             self._started = True
             self.scheduler.start()  # type: ignore[attr-defined]

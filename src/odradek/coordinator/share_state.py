@@ -57,6 +57,7 @@ class ShareStateLog:
     def __init__(self, partitions: int, get_partition: Callable[[int], "Partition | None"],
                  clock_ms: Callable[[], int], create_topic: Callable[[], None]) -> None:
         self.log = OffsetsTopicLog(partitions, get_partition, clock_ms, owner_of=_key_text_of)
+        self.log.name = SHARE_STATE_TOPIC
         self.create_topic = create_topic  # no-op once it exists
         self.loaded: set[int] = set()  # partitions led (and replayed) here
 

@@ -102,6 +102,7 @@ class TransactionCoordinator:
                  get_partition: Callable[[int], "Partition | None"] | None = None) -> None:
         self.log = txn_log
         txn_log.owner_of = decode_key  # a stored key's transactional id places it (placement.py)
+        txn_log.name = TXN_TOPIC
         self._allocate = allocate_producer_id
         self._markers = markers
         self._offsets_partition = offsets_partition
@@ -419,6 +420,7 @@ class TransactionCoordinator:
     # ------------------------------------------------------------------------------------ timers
 
     def tick(self, now_ms: int) -> None:
+        self.log.resume_moves()
         if now_ms >= self._next_abort_check_ms:
             self._next_abort_check_ms = now_ms + self.abort_interval_ms
             self.abort_timed_out(now_ms)
