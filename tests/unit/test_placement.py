@@ -27,6 +27,7 @@ from odradek.coordinator.persistence import (
 )
 from odradek.coordinator.placement import (
     PLACEMENT_KEY,
+    PLACEMENT_VALUE,
     java_string_hash,
     legacy_partition_for,
     partition_for,
@@ -214,4 +215,26 @@ async def test_share_state_is_found_under_its_old_partition(tmp_path: Path):
     assert (stored.state_epoch, stored.leader_epoch, stored.start, stored.runs) == (3, 5, 100, [(100, 104, 2, 1)])
     await eventually(lambda: 7 in state_log.log.placed
                      and any(v is None for _, v in _keys(node, SHARE_STATE_TOPIC, 1)))
+    node.close()
+
+
+@run
+async def test_records_left_behind_by_a_cut_short_move_are_tombstoned_by_maintenance(tmp_path: Path):
+    """A crash after the new partition got its copy and placement record, before the old one's tombstones."""
+    node = Node(tmp_path)
+    group = "group-neg"  # Kafka's 42 of 50, old 6
+    record = (offset_key(group, "t", 0), encode_offset_value(OffsetValue(5, commit_timestamp=1)))
+    _legacy_write(node, OFFSETS_TOPIC, 50, group, [record])
+    writer = OffsetsTopicLog(50, node.replicas_of(OFFSETS_TOPIC), lambda: 0)
+    for index in range(50):
+        writer._append(index, [(PLACEMENT_KEY, PLACEMENT_VALUE)])
+    writer._append(42, [record])
+    coordinator = _groups(node, 50)
+    assert coordinator.store.get(group, ("t", 0)).offset == 5
+    assert [v for _, v in _keys(node, OFFSETS_TOPIC, 6)] == [record[1], PLACEMENT_VALUE]
+    assert await coordinator.log.drop_moved() == 1
+    assert _keys(node, OFFSETS_TOPIC, 6)[-1] == (record[0], None)
+    assert await coordinator.log.drop_moved() == 0
+    node.restart()
+    assert _groups(node, 50).store.get(group, ("t", 0)).offset == 5
     node.close()

@@ -447,6 +447,7 @@ class OffsetsTopicLog:
         # second half starts at the next `resume_moves`
         self._deferred: list[tuple[int, dict[int, list[tuple[bytes, bytes | None]]], bool, Future]] = []
         self.name = "an internal topic"  # for log lines; the coordinator names it
+        self._left_behind: dict[int, dict[bytes, int]] = {}  # partition -> key stored there -> its partition now
 
     def partition_for(self, key: str) -> int:
         return partition_for(key, self.partitions)
@@ -557,6 +558,7 @@ class OffsetsTopicLog:
         if replica is None:
             return
         live = self._live[partition] = {}
+        left: dict[bytes, int] = {}
         self.placed.discard(partition)
         place = self._placer() if may_have_moved(self.partitions) else None
         count = 0
@@ -577,9 +579,13 @@ class OffsetsTopicLog:
             if place is not None:
                 placed = place(key)
                 if placed is not None and placed[0] != partition:
+                    left[key] = placed[0]
                     continue
             yield rec
         self._appended[partition] = count
+        # keys stored here under the old rule and still live: tombstoned once their partition has its
+        # placement record (`drop_moved`)
+        self._left_behind[partition] = {k: p for k, p in left.items() if k in live}
 
     # -- records stored under the old rule ------------------------------------------------------------------
 
@@ -697,17 +703,36 @@ class OffsetsTopicLog:
             scan = self._legacy_scans.get(source)
             if scan is not None:
                 scan[1].pop(partition, None)
-            if self.leader_or_none(source) is None:
-                continue  # its leader elsewhere keeps them; this partition no longer reads them
-            tombstones = [(key, None) for key in dict.fromkeys(k for k, _ in records)]
-            try:
-                await asyncio.wrap_future(self._append(source, tombstones))
-            except Exception as exc:
-                log.warning("%s-%d: cannot tombstone the records moved from it: %s",
-                            self.name, source, exc)
-                continue
-            self.commit_live(source, tombstones)
-            self._appended[source] = self._appended.get(source, 0) + len(tombstones)
+            await self._tombstone(source, list(dict.fromkeys(k for k, _ in records)))
+
+    async def _tombstone(self, source: int, keys: list[bytes]) -> bool:
+        """Tombstone moved keys in their old partition, when it is led here (else its leader keeps them as
+        dead records: no load reads them again once their partition has its placement record)."""
+        if not keys or self.leader_or_none(source) is None:
+            return False
+        tombstones = [(key, None) for key in keys]
+        try:
+            await asyncio.wrap_future(self._append(source, tombstones))
+        except Exception as exc:
+            log.warning("%s-%d: cannot tombstone the records moved from it: %s", self.name, source, exc)
+            return False
+        self.commit_live(source, tombstones)
+        self._appended[source] = self._appended.get(source, 0) + len(tombstones)
+        left = self._left_behind.get(source, {})
+        for key in keys:
+            left.pop(key, None)
+        return True
+
+    async def drop_moved(self) -> int:
+        """Tombstone, in partitions led here, the keys an older odradek stored there whose partition now
+        carries its placement record (a move whose tombstones a crash or a leader change cut short);
+        returns how many."""
+        done = 0
+        for source, left in list(self._left_behind.items()):
+            keys = [k for k, target in left.items() if target in self.placed]
+            if await self._tombstone(source, keys):
+                done += len(keys)
+        return done
 
     def commit_live(self, partition: int, records: list[tuple[bytes, bytes | None]]) -> None:
         """Records become the live keys of the partition (what a snapshot keeps): at once for plain appends,
@@ -723,6 +748,7 @@ class OffsetsTopicLog:
         """Snapshot every led partition whose log holds far more records than live keys, and has no open
         transaction (its records must stay until the transaction ends) nor records still to be moved to
         it; returns how many."""
+        await self.drop_moved()
         done = 0
         for partition, appended in list(self._appended.items()):
             live = self._live.get(partition, {})
@@ -746,6 +772,7 @@ class OffsetsTopicLog:
 
     def forget(self, partition: int) -> None:
         self._live.pop(partition, None)
+        self._left_behind.pop(partition, None)
         self._appended.pop(partition, None)
         self.placed.discard(partition)
         self._unplaced.discard(partition)
