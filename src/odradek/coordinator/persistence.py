@@ -601,18 +601,22 @@ class OffsetsTopicLog:
             return own
         moved: dict[int, list[tuple[bytes, bytes | None]]] = {}
         unread: list[int] = []
+        old_records_here = False
         for source in range(self.partitions):
             if source == partition:
                 continue
             scan = self._legacy_scan(source)
             if scan is None:
                 unread.append(source)
-            elif scan.get(partition):
+                continue
+            old_records_here = old_records_here or any(scan.values())
+            if scan.get(partition):
                 moved[source] = scan[partition]
         if unread:  # the placement record waits for a load that can read them all; snapshots do not
-            log.warning("%s-%d: partitions %s have no replica here, so records an older odradek stored there "
-                        "for its keys cannot be read (docs/coordinator-placement.md)",
-                        self.name, partition, unread)
+            # a warning where this broker holds records of the old rule (an upgrade), else a fresh start
+            log.log(logging.WARNING if old_records_here else logging.INFO,
+                    "%s-%d: partitions %s have no replica here, so records an older odradek stored there for "
+                    "its keys cannot be read (docs/coordinator-placement.md)", self.name, partition, unread)
         self._write_moved(partition, moved, {r.key for r in own if r.key is not None}, complete=not unread)
         return [ReplayedRecord(k, v, -1, None) for records in moved.values() for k, v in records] + own
 
