@@ -400,7 +400,24 @@ class ClusterMember:
     def _spawn(self, coro) -> None:
         task = asyncio.ensure_future(coro)
         self._tasks.add(task)
-        task.add_done_callback(self._tasks.discard)
+        task.add_done_callback(self._settled)
+
+    def _settled(self, task: asyncio.Task) -> None:
+        """A background step ended: its failure is logged once, with its reason, and never left unretrieved.
+        A ZooKeeper connection loss or session expiry needs no retry here: the session's state change runs
+        the election, the registration and the watches again (`_on_session_state`)."""
+        self._tasks.discard(task)
+        if task.cancelled():
+            return
+        exc = task.exception()
+        if exc is None:
+            return
+        name = getattr(task.get_coro(), "__qualname__", "a background step")
+        if isinstance(exc, (ConnectionLoss, SessionExpiredError)):
+            log.info("broker %d: %s stopped: ZooKeeper %s; it runs again once the session is back",
+                     self.broker_id, name, type(exc).__name__)
+        else:
+            log.error("broker %d: %s failed", self.broker_id, name, exc_info=exc)
 
     # -- requests from the controller ---------------------------------------------------------------------
 
