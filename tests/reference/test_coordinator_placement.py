@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import secrets
 import time
-from pathlib import Path
 from typing import Callable, Iterator
 
 import pytest
