@@ -31,10 +31,10 @@ def test_a_failed_background_step_is_retrieved_and_logged_once(caplog):
         await asyncio.sleep(0.01)
         assert member._tasks == set()
 
-    with caplog.at_level(logging.INFO, logger="odradek.cluster.member"):
+    with caplog.at_level(logging.INFO, logger="odradek.cluster.zk"):
         asyncio.run(body())
     gc.collect()  # an unretrieved task exception is reported when the task is collected
-    lines = [(r.levelno, r.getMessage()) for r in caplog.records if r.name == "odradek.cluster.member"]
+    lines = [(r.levelno, r.getMessage()) for r in caplog.records if r.name == "odradek.cluster.zk"]
     infos = [m for level, m in lines if level == logging.INFO]
     errors = [m for level, m in lines if level == logging.ERROR]
     assert len(infos) == 1 and "elect stopped: ZooKeeper SessionExpiredError" in infos[0]

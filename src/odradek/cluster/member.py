@@ -51,7 +51,7 @@ from odradek.cluster.partition import Partition
 from odradek.cluster.replica_manager import IsrWritten, PartitionStateChange
 from odradek.cluster.topics import INTERNAL_TOPICS, Topic
 from odradek.cluster.zk import (BadVersionError, ConnectionLoss, NodeExistsError, NoNodeError, SessionExpiredError,
-                                ZkClient)
+                                ZkClient, report_background_failure)
 from odradek.cluster.zk_admin import ZkAdmin
 from odradek.net.listeners import ListenerSetup
 from odradek.net.sasl import SCRAM_MECHANISMS, ScramCredential
@@ -403,21 +403,8 @@ class ClusterMember:
         task.add_done_callback(self._settled)
 
     def _settled(self, task: asyncio.Task) -> None:
-        """A background step ended: its failure is logged once, with its reason, and never left unretrieved.
-        A ZooKeeper connection loss or session expiry needs no retry here: the session's state change runs
-        the election, the registration and the watches again (`_on_session_state`)."""
         self._tasks.discard(task)
-        if task.cancelled():
-            return
-        exc = task.exception()
-        if exc is None:
-            return
-        name = getattr(task.get_coro(), "__qualname__", "a background step")
-        if isinstance(exc, (ConnectionLoss, SessionExpiredError)):
-            log.info("broker %d: %s stopped: ZooKeeper %s; it runs again once the session is back",
-                     self.broker_id, name, type(exc).__name__)
-        else:
-            log.error("broker %d: %s failed", self.broker_id, name, exc_info=exc)
+        report_background_failure(task, f"broker {self.broker_id}")  # the session's state change retries
 
     # -- requests from the controller ---------------------------------------------------------------------
 
