@@ -426,7 +426,7 @@ async def test_offsets_expire_only_once_group_is_empty():
 
 
 def test_java_string_hash_matches_java():
-    from odradek.coordinator.persistence import java_string_hash, partition_for
+    from odradek.coordinator.placement import java_string_hash, partition_for
 
     assert java_string_hash("") == 0
     assert java_string_hash("a") == 97

@@ -31,7 +31,8 @@ from odradek.cluster.topics import Topic
 from odradek.config import BrokerConfig, log_config_for
 from odradek.storage.cleaner import CleanerConfig
 from odradek.coordinator import OFFSETS_TOPIC, Coordinator
-from odradek.coordinator.persistence import OffsetsTopicLog, partition_for
+from odradek.coordinator.persistence import OffsetsTopicLog
+from odradek.coordinator.placement import partition_for
 from odradek.coordinator.share_state import SHARE_STATE_TOPIC, ShareStateLog
 from odradek.coordinator.transactions import TXN_TOPIC, TransactionCoordinator
 from odradek.broker.authorizer import Authorizer
@@ -195,6 +196,8 @@ class Broker:
             lambda: self.cluster.create_internal_topic(SHARE_STATE_TOPIC))
         coordinator = Coordinator(self.config, partitions, lambda p: self.replicas.partition(OFFSETS_TOPIC, p),
                                   self.metadata.has_partition, metadata=self.metadata, share_state=share_state)
+        coordinator.log.local_log = lambda p: self.logs.get(OFFSETS_TOPIC, p)
+        share_state.log.local_log = lambda p: self.logs.get(SHARE_STATE_TOPIC, p)
         coordinator.share_groups.wake = self.notify_append  # records released: parked ShareFetches look again
         if self.config.get("zookeeper.connect"):
             from odradek.broker.share_persister import RemotePersister
@@ -208,8 +211,10 @@ class Broker:
         partitions = self.cluster.partition_count(TXN_TOPIC, self.config.int("transaction.state.log.num.partitions"))
         offsets_partitions = self.coordinator.log.partitions
         get_partition = lambda p: self.replicas.partition(TXN_TOPIC, p)  # noqa: E731
+        txn_log = OffsetsTopicLog(partitions, get_partition, now_ms)
+        txn_log.local_log = lambda p: self.logs.get(TXN_TOPIC, p)
         return TransactionCoordinator(
-            self.config, OffsetsTopicLog(partitions, get_partition, now_ms), self.producer_ids.allocate,
+            self.config, txn_log, self.producer_ids.allocate,
             TxnMarkerChannel(self), lambda group: partition_for(group, offsets_partitions), now_ms, get_partition)
 
     def _coordinator_partition_moved(self, topic: str, partition: int, leader: bool) -> None:

@@ -143,9 +143,20 @@ class BrokerClient:
                         timeout_s: float) -> dict[str, Any]:
         correlation_id = self._next_correlation_id = (self._next_correlation_id + 1) & 0x7FFFFFFF
         frame = codec.encode_request(api_key, version, correlation_id, self.client_id, body)
+        # the connection may have closed since it was handed out (the peer went away while this request
+        # waited for the connect or the login): uvloop's write then raises RuntimeError, asyncio's drops the
+        # bytes; either way the caller gets BrokerUnavailable, which it answers with a retriable error
+        if transport.is_closing():
+            self._drop(transport, BrokerUnavailable(f"broker {self.node_id}: connection closed"))
+            raise BrokerUnavailable(f"broker {self.node_id}: connection closed before the request was sent")
         future = asyncio.get_running_loop().create_future()
         self._pending[correlation_id] = (api_key, version, future)
-        transport.write(frame)
+        try:
+            transport.write(frame)
+        except (RuntimeError, OSError) as exc:
+            self._pending.pop(correlation_id, None)
+            self._drop(transport, BrokerUnavailable(f"broker {self.node_id}: connection lost: {exc}"))
+            raise BrokerUnavailable(f"broker {self.node_id}: connection lost while sending: {exc}") from None
         try:
             return await asyncio.wait_for(asyncio.shield(future), timeout_s)
         except asyncio.TimeoutError:
@@ -278,6 +289,12 @@ class BrokerClient:
 
     def _lost(self, protocol: _ResponseReader, error: BaseException) -> None:
         if self._protocol is protocol:
+            self._disconnect(error)
+
+    def _drop(self, transport: asyncio.Transport, error: BaseException) -> None:
+        """Disconnect when ``transport`` is still the current connection (a newer one is left alone)."""
+        protocol = self._protocol
+        if protocol is not None and protocol.transport is transport:
             self._disconnect(error)
 
     def _disconnect(self, error: BaseException) -> None:

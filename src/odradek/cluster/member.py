@@ -51,7 +51,7 @@ from odradek.cluster.partition import Partition
 from odradek.cluster.replica_manager import IsrWritten, PartitionStateChange
 from odradek.cluster.topics import INTERNAL_TOPICS, Topic
 from odradek.cluster.zk import (BadVersionError, ConnectionLoss, NodeExistsError, NoNodeError, SessionExpiredError,
-                                ZkClient)
+                                ZkClient, report_background_failure)
 from odradek.cluster.zk_admin import ZkAdmin
 from odradek.net.listeners import ListenerSetup
 from odradek.net.sasl import SCRAM_MECHANISMS, ScramCredential
@@ -412,7 +412,11 @@ class ClusterMember:
     def _spawn(self, coro) -> None:
         task = asyncio.ensure_future(coro)
         self._tasks.add(task)
-        task.add_done_callback(self._tasks.discard)
+        task.add_done_callback(self._settled)
+
+    def _settled(self, task: asyncio.Task) -> None:
+        self._tasks.discard(task)
+        report_background_failure(task, f"broker {self.broker_id}")  # the session's state change retries
 
     # -- requests from the controller ---------------------------------------------------------------------
 

@@ -97,6 +97,7 @@ class ReplicaManager:
         self.fetchers: ReplicaFetcherManager | None = None  # cluster mode
         self.isr_writer: IsrWriter | None = None  # cluster mode
         self.on_leadership: list[Callable[[str, int, bool], None]] = []
+        self._held_notices: list[tuple[Partition, bool]] | None = None  # while a LeaderAndIsr is applied
         self._hw_checkpoint = read_hw_checkpoint(data_dir / HW_CHECKPOINT_FILE)
         self._hw_interval_ms = hw_checkpoint_interval_ms
         self._next_hw_checkpoint_ms = 0
@@ -144,6 +145,18 @@ class ReplicaManager:
         if controller_epoch < self.controller_epoch:
             return {(c.topic, c.partition): ErrorCode.STALE_CONTROLLER_EPOCH for c in changes}
         self.controller_epoch = controller_epoch
+        # listeners hear of the batch's leadership changes once every partition of it exists here: a
+        # coordinator that loads one internal partition may read this broker's replicas of the others
+        self._held_notices = []
+        try:
+            return self._apply(changes)
+        finally:
+            notices, self._held_notices = self._held_notices, None
+            for partition, leader in notices:
+                self._leadership_changed(partition, leader)
+
+    def _apply(self, changes: list[PartitionStateChange]) -> dict[TopicPartition, int]:
+        controller_epoch = self.controller_epoch
         errors: dict[TopicPartition, int] = {}
         now = now_ms()
         led = followed = 0
@@ -210,6 +223,9 @@ class ReplicaManager:
             self._leadership_changed(partition, False)
 
     def _leadership_changed(self, partition: Partition, leader: bool) -> None:
+        if self._held_notices is not None:
+            self._held_notices.append((partition, leader))
+            return
         for listener in self.on_leadership:
             try:
                 listener(partition.topic, partition.index, leader)

@@ -202,3 +202,18 @@ class ZkClient:
         if any(isinstance(r, Exception) for r in results):
             raise TransactionFailed(results)
         return results
+
+
+def report_background_failure(task: asyncio.Task, who: str) -> None:
+    """Done-callback body for a background step of a ZooKeeper user: its failure is retrieved (never "Task
+    exception was never retrieved") and logged once with its reason. A connection loss or session expiry is
+    logged at INFO: the session's next state change runs the step again."""
+    exc = None if task.cancelled() else task.exception()
+    if exc is None:
+        return
+    step = getattr(task.get_coro(), "__qualname__", "a background step")
+    if isinstance(exc, (ConnectionLoss, SessionExpiredError)):
+        log.info("%s: %s stopped: ZooKeeper %s; it runs again once the session is back", who, step,
+                 type(exc).__name__)
+    else:
+        log.error("%s: %s failed", who, step, exc_info=exc)

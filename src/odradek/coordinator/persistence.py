@@ -44,7 +44,8 @@ Values (a null value is a tombstone: the key was deleted)::
                           state_epoch int32, leader_epoch int32, then as v0
     GroupConfigValue v0   version int16 = 0, configs [name string, value string]   (a group's dynamic configs)
 
-A group's records go to partition `abs(java_string_hash(group)) % partitions`, as in Kafka.
+A group's records go to partition `Utils.abs(group.hashCode()) % partitions`, as in Kafka (placement.py, which
+also says how records stored by older odradek versions under another partition are found and moved).
 
 Not thread-safe; owned by the event loop.
 """
@@ -52,6 +53,7 @@ Not thread-safe; owned by the event loop.
 from __future__ import annotations
 
 import asyncio
+import logging
 import struct
 from concurrent.futures import Future
 from dataclasses import dataclass, field
@@ -59,12 +61,22 @@ from typing import TYPE_CHECKING, Callable, Iterator, NamedTuple
 
 from odradek.cluster.partition import NotLeaderError, durable_and_committed
 from odradek.coordinator.consumer_group import ConsumerGroup, ConsumerMember, MemberState
+from odradek.coordinator.placement import (
+    PLACEMENT_KEY,
+    PLACEMENT_VALUE,
+    legacy_partition_for,
+    may_have_moved,
+    partition_for,
+)
 from odradek.records.batch import validate_v2
 from odradek.records.codec import build_batch, decode_batch, parse_control_key
 from odradek.storage.flusher import completed_future
 
 if TYPE_CHECKING:
     from odradek.cluster.partition import Partition
+    from odradek.storage import PartitionLog
+
+log = logging.getLogger(__name__)
 
 OFFSETS_TOPIC = "__consumer_offsets"
 OFFSET_KEY_VERSION = 1
@@ -77,20 +89,6 @@ MAX_RECORDS_PER_BATCH = 500
 _I16 = struct.Struct(">h")
 _I32 = struct.Struct(">i")
 _I64 = struct.Struct(">q")
-
-
-def java_string_hash(s: str) -> int:
-    """Java's String.hashCode (over UTF-16 code units), as a signed 32-bit int."""
-    h = 0
-    data = s.encode("utf-16-be")
-    for i in range(0, len(data), 2):
-        h = (31 * h + ((data[i] << 8) | data[i + 1])) & 0xFFFFFFFF
-    return h - (1 << 32) if h >= 1 << 31 else h
-
-
-def partition_for(group_id: str, partitions: int) -> int:
-    h = java_string_hash(group_id)
-    return (h & 0x7FFFFFFF) % partitions  # Kafka's Utils.abs masks the sign bit
 
 
 # ------------------------------------------------------------------------------------------- primitives
@@ -416,20 +414,47 @@ class OffsetsTopicLog:
     most one snapshot plus what followed it. A crash between the snapshot and the move only means some keys
     are read twice (the last one wins).
 
+    Placement (placement.py): with ``owner_of`` (the string that places a stored key), a replay yields only
+    the records of keys that belong to the partition; records an older odradek stored under its old rule
+    are read by the load of the partition they belong to instead (`replay_for_load`), which writes them
+    there and tombstones them where they were (docs/coordinator-placement.md).
+
     Not thread-safe; owned by the event loop.
     """
 
     def __init__(self, partitions: int, get_partition: Callable[[int], "Partition | None"],
-                 clock_ms: Callable[[], int]) -> None:
+                 clock_ms: Callable[[], int], owner_of: Callable[[bytes], str | None] | None = None) -> None:
         self.partitions = partitions
         self._get_partition = get_partition
+        # a partition's log on this broker's disk, led here, followed, or not yet either (the broker sets it:
+        # while it takes the leadership of one partition, the others' replicas may not exist yet)
+        self.local_log: Callable[[int], "PartitionLog | None"] = self._replica_log
         self._clock_ms = clock_ms
+        # the string that places a stored key (group id, transactional id, share-partition key text); None
+        # (or a key it cannot read): the record is taken where it is
+        self.owner_of = owner_of
         # records appended since the last snapshot, per partition (drives maybe_compact)
         self._appended: dict[int, int] = {}
         self._live: dict[int, dict[bytes, bytes]] = {}  # partition -> key -> last value (for snapshots)
+        self.placed: set[int] = set()  # loaded partitions that carry the placement record
+        # loaded partitions whose moved records are being written: not snapshotted until they are, since a
+        # snapshot drops tombstones that must keep overriding the older records still to be moved
+        self._unplaced: set[int] = set()
+        # old partition -> ((log start, log end) when read, {new partition: [(key, value)] in log order})
+        self._legacy_scans: dict[int, tuple[tuple[int, int], dict[int, list[tuple[bytes, bytes | None]]]]] = {}
+        self._moves: set[asyncio.Task] = set()
+        # moves written while no event loop ran (a single node loads its partitions before serving): their
+        # second half starts at the next `resume_moves`
+        self._deferred: list[tuple[int, dict[int, list[tuple[bytes, bytes | None]]], bool, Future]] = []
+        self.name = "an internal topic"  # for log lines; the coordinator names it
+        self._left_behind: dict[int, dict[bytes, int]] = {}  # partition -> key stored there -> its partition now
 
     def partition_for(self, key: str) -> int:
         return partition_for(key, self.partitions)
+
+    def _replica_log(self, partition: int) -> "PartitionLog | None":
+        replica = self._get_partition(partition)
+        return replica.log if replica is not None else None
 
     def append(self, group_id: str, records: list[tuple[bytes, bytes | None]]) -> Future:
         """Append ``(key, value)`` records (value None = tombstone) for one group (or transactional id); the
@@ -479,15 +504,9 @@ class OffsetsTopicLog:
         appended = replica.append_records_unchecked(buf, validate_v2(buf))
         return self._committed(replica, appended.last_offset)
 
-    def replay(self, partition: int) -> Iterator[ReplayedRecord]:
-        """Every record of one partition in log order (keys and values as stored), with the producer id of
-        transactional batches and the markers (control records) that end their transactions."""
-        replica = self._get_partition(partition)
-        if replica is None:
-            return
-        plog = replica.log
-        live = self._live[partition] = {}
-        count = 0
+    @staticmethod
+    def _read(plog: "PartitionLog") -> Iterator[ReplayedRecord]:
+        """Every record of a local log from its start, in log order, and the markers of transactions."""
         offset = plog.log_start_offset
         end = plog.log_end_offset
         while offset < end:
@@ -508,16 +527,216 @@ class OffsetsTopicLog:
                 for rec in records:
                     if rec.offset < plog.log_start_offset or rec.key is None:
                         continue
-                    count += 1
-                    key = bytes(rec.key)
-                    value = None if rec.value is None else bytes(rec.value)
-                    if pid < 0:
-                        if value is None:
-                            live.pop(key, None)
-                        else:
-                            live[key] = value
-                    yield ReplayedRecord(key, value, pid, None)
+                    yield ReplayedRecord(bytes(rec.key), None if rec.value is None else bytes(rec.value), pid, None)
+
+    def _placer(self) -> Callable[[bytes], tuple[int, int] | None]:
+        """(partition by Kafka's rule, partition by the old rule) of a stored key; None for a key that says
+        nothing about placement (or cannot be read). Memoized per owner for one pass over a log."""
+        owner_of, partitions = self.owner_of, self.partitions
+        memo: dict[str, tuple[int, int]] = {}
+
+        def place(key: bytes) -> tuple[int, int] | None:
+            try:
+                owner = owner_of(key) if owner_of is not None else None
+            except Exception:
+                return None
+            if owner is None:
+                return None
+            placed = memo.get(owner)
+            if placed is None:
+                placed = memo[owner] = (partition_for(owner, partitions), legacy_partition_for(owner, partitions))
+            return placed
+
+        return place
+
+    def replay(self, partition: int) -> Iterator[ReplayedRecord]:
+        """Every record of one partition in log order (keys and values as stored), with the producer id of
+        transactional batches and the markers (control records) that end their transactions. Records of keys
+        that belong to another partition (stored by an older odradek) are left out: that partition's load
+        reads them (`replay_for_load`); they stay live here until it has written them."""
+        replica = self._get_partition(partition)
+        if replica is None:
+            return
+        live = self._live[partition] = {}
+        left: dict[bytes, int] = {}
+        self.placed.discard(partition)
+        place = self._placer() if may_have_moved(self.partitions) else None
+        count = 0
+        for rec in self._read(replica.log):
+            key, value, pid = rec.key, rec.value, rec.producer_id
+            if key is None:
+                yield rec
+                continue
+            count += 1
+            if pid < 0:
+                if value is None:
+                    live.pop(key, None)
+                else:
+                    live[key] = value
+            if key == PLACEMENT_KEY:
+                self.placed.add(partition)
+                continue
+            if place is not None:
+                placed = place(key)
+                if placed is not None and placed[0] != partition:
+                    left[key] = placed[0]
+                    continue
+            yield rec
         self._appended[partition] = count
+        # keys stored here under the old rule and still live: tombstoned once their partition has its
+        # placement record (`drop_moved`)
+        self._left_behind[partition] = {k: p for k, p in left.items() if k in live}
+
+    # -- records stored under the old rule ------------------------------------------------------------------
+
+    def replay_for_load(self, partition: int) -> list[ReplayedRecord]:
+        """What a coordinator loading ``partition`` replays: `replay`, preceded, until the partition carries
+        the placement record, by the committed records of its keys that an older odradek stored in other
+        partitions (every key was written to one partition only, so those are older than any of its own, and
+        the partition's own win). The moved records are written to the partition with the placement record
+        (once every other partition could be read here) and then tombstoned where they were, in the
+        background; a failure leaves things as they were, for the next load to do again."""
+        own = list(self.replay(partition))
+        if self.owner_of is None or not may_have_moved(self.partitions) or partition in self.placed:
+            return own
+        moved: dict[int, list[tuple[bytes, bytes | None]]] = {}
+        unread: list[int] = []
+        old_records_here = False
+        for source in range(self.partitions):
+            if source == partition:
+                continue
+            scan = self._legacy_scan(source)
+            if scan is None:
+                unread.append(source)
+                continue
+            old_records_here = old_records_here or any(scan.values())
+            if scan.get(partition):
+                moved[source] = scan[partition]
+        if unread:  # the placement record waits for a load that can read them all; snapshots do not
+            # a warning where this broker holds records of the old rule (an upgrade), else a fresh start
+            log.log(logging.WARNING if old_records_here else logging.INFO,
+                    "%s-%d: partitions %s have no replica here, so records an older odradek stored there for "
+                    "its keys cannot be read (docs/coordinator-placement.md)", self.name, partition, unread)
+        self._write_moved(partition, moved, {r.key for r in own if r.key is not None}, complete=not unread)
+        return [ReplayedRecord(k, v, -1, None) for records in moved.values() for k, v in records] + own
+
+    def _legacy_scan(self, source: int) -> dict[int, list[tuple[bytes, bytes | None]]] | None:
+        """The committed records in ``source`` (its log on this broker, led here or not) of keys that the old
+        rule put there and that belong to another partition, by that partition; None without a local log.
+        Kept while the log does not change, so loading every partition reads each one once."""
+        plog = self.local_log(source)
+        if plog is None:
+            return None
+        stamp = (plog.log_start_offset, plog.log_end_offset)
+        cached = self._legacy_scans.get(source)
+        if cached is not None and cached[0] == stamp:
+            return cached[1]
+        place = self._placer()
+        moved: dict[int, list[tuple[bytes, bytes | None]]] = {}
+        pending: dict[int, list[tuple[int, bytes, bytes | None]]] = {}
+        for rec in self._read(plog):
+            if rec.key is None:  # a marker: the producer's records here are committed or dropped
+                done = pending.pop(rec.producer_id, [])
+                if rec.marker == 1:
+                    for target, key, value in done:
+                        moved.setdefault(target, []).append((key, value))
+                continue
+            placed = place(rec.key)
+            if placed is None or placed[0] == source or placed[1] != source:
+                continue
+            if rec.producer_id >= 0:
+                pending.setdefault(rec.producer_id, []).append((placed[0], rec.key, rec.value))
+            else:
+                moved.setdefault(placed[0], []).append((rec.key, rec.value))
+        self._legacy_scans[source] = (stamp, moved)
+        return moved
+
+    def _write_moved(self, partition: int, moved: dict[int, list[tuple[bytes, bytes | None]]],
+                     own_keys: set[bytes], complete: bool) -> None:
+        """Write to ``partition`` the last value of every moved key it has no record of (its own are newer),
+        with the placement record when every other partition was read; then tombstone the moved keys in the
+        partitions led here that held them."""
+        last: dict[bytes, bytes | None] = {}
+        for records in moved.values():
+            last.update(records)
+        copies = [(k, v) for k, v in last.items() if v is not None and k not in own_keys]
+        records = copies + ([(PLACEMENT_KEY, PLACEMENT_VALUE)] if complete else [])
+        if not records:
+            return
+        self._unplaced.add(partition)  # until the records are written: see maybe_compact
+        try:
+            durable = self._append(partition, records)
+        except Exception as exc:
+            log.warning("%s-%d: cannot write the %d records moved to it: %s; the "
+                        "next load moves them", self.name, partition, len(copies), exc)
+            return
+        self.commit_live(partition, records)
+        self._appended[partition] = self._appended.get(partition, 0) + len(records)
+        if copies:
+            log.info("%s-%d: moving %d records stored under the old placement "
+                     "from partitions %s", self.name, partition, len(copies), sorted(moved))
+        self._deferred.append((partition, moved, complete, durable))
+        self.resume_moves()
+
+    def resume_moves(self) -> None:
+        """Start the second half of moves written while no event loop ran (called by the coordinators' tick)."""
+        if not self._deferred:
+            return
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:
+            return
+        deferred, self._deferred = self._deferred, []
+        for partition, moved, complete, durable in deferred:
+            task = loop.create_task(self._finish_move(partition, moved, complete, durable))
+            self._moves.add(task)
+            task.add_done_callback(self._moves.discard)
+
+    async def _finish_move(self, partition: int, moved: dict[int, list[tuple[bytes, bytes | None]]],
+                           complete: bool, durable: Future) -> None:
+        try:
+            await asyncio.wrap_future(durable)
+        except Exception as exc:
+            log.warning("%s-%d: the records moved to it were not written (%s); the "
+                        "next load moves them", self.name, partition, exc)
+            return
+        self._unplaced.discard(partition)
+        if complete:
+            self.placed.add(partition)
+        for source, records in moved.items():
+            scan = self._legacy_scans.get(source)
+            if scan is not None:
+                scan[1].pop(partition, None)
+            await self._tombstone(source, list(dict.fromkeys(k for k, _ in records)))
+
+    async def _tombstone(self, source: int, keys: list[bytes]) -> bool:
+        """Tombstone moved keys in their old partition, when it is led here (else its leader keeps them as
+        dead records: no load reads them again once their partition has its placement record)."""
+        if not keys or self.leader_or_none(source) is None:
+            return False
+        tombstones = [(key, None) for key in keys]
+        try:
+            await asyncio.wrap_future(self._append(source, tombstones))
+        except Exception as exc:
+            log.warning("%s-%d: cannot tombstone the records moved from it: %s", self.name, source, exc)
+            return False
+        self.commit_live(source, tombstones)
+        self._appended[source] = self._appended.get(source, 0) + len(tombstones)
+        left = self._left_behind.get(source, {})
+        for key in keys:
+            left.pop(key, None)
+        return True
+
+    async def drop_moved(self) -> int:
+        """Tombstone, in partitions led here, the keys an older odradek stored there whose partition now
+        carries its placement record (a move whose tombstones a crash or a leader change cut short);
+        returns how many."""
+        done = 0
+        for source, left in list(self._left_behind.items()):
+            keys = [k for k, target in left.items() if target in self.placed]
+            if await self._tombstone(source, keys):
+                done += len(keys)
+        return done
 
     def commit_live(self, partition: int, records: list[tuple[bytes, bytes | None]]) -> None:
         """Records become the live keys of the partition (what a snapshot keeps): at once for plain appends,
@@ -531,11 +750,13 @@ class OffsetsTopicLog:
 
     async def maybe_compact(self, min_records: int = 1000) -> int:
         """Snapshot every led partition whose log holds far more records than live keys, and has no open
-        transaction (its records must stay until the transaction ends); returns how many."""
+        transaction (its records must stay until the transaction ends) nor records still to be moved to
+        it; returns how many."""
+        await self.drop_moved()
         done = 0
         for partition, appended in list(self._appended.items()):
             live = self._live.get(partition, {})
-            if appended < min_records or appended < 2 * len(live):
+            if appended < min_records or appended < 2 * len(live) or partition in self._unplaced:
                 continue
             replica = self._get_partition(partition)
             if replica is None or not replica.is_leader:
@@ -555,7 +776,10 @@ class OffsetsTopicLog:
 
     def forget(self, partition: int) -> None:
         self._live.pop(partition, None)
+        self._left_behind.pop(partition, None)
         self._appended.pop(partition, None)
+        self.placed.discard(partition)
+        self._unplaced.discard(partition)
 
 
 class ReplayedRecord(NamedTuple):

@@ -1,7 +1,7 @@
 """Coordinator: the group coordinator, the offset manager and their `__consumer_offsets` log, wired together.
 
-The broker builds one at start-up. A group belongs to one partition of `__consumer_offsets` (its Java
-string hash modulo the partition count) and is coordinated by that partition's leader: when this broker
+The broker builds one at start-up. A group belongs to one partition of `__consumer_offsets` (Kafka's
+`Utils.abs(groupId.hashCode()) % partitions`, placement.py) and is coordinated by that partition's leader: when this broker
 becomes the leader of a partition, `load_partition` replays it; when it stops leading, `unload_partition`
 drops its groups (their pending long polls answer NOT_COORDINATOR). On a single node every partition is
 led here from the start. `owns(group)` tells handlers whether to answer or send the client elsewhere.
@@ -9,7 +9,9 @@ led here from the start. `owns(group)` tells handlers whether to answer or send 
 Replay: every record of the partition is read in log order; the last value per key wins and a null value
 deletes the key. Groups come back with their generation, protocol, leader and members (Stable when they had
 members, whose sessions restart at load), so consumers that were running keep heartbeating through a
-failover or restart; offsets come back as committed. Groups that only have offsets (simple commits) come
+failover or restart; offsets come back as committed. A partition's load also reads, once, the records an
+older odradek stored for its groups in other partitions (placement.py, `OffsetsTopicLog.replay_for_load`)
+and moves them to it. Groups that only have offsets (simple commits) come
 back Empty. Transactional offset commits (TxnOffsetCommit: batches of a producer's transaction) stay
 pending until that producer's COMMIT marker makes them committed offsets or its ABORT marker drops them,
 in the log as at run time (`complete_transaction`). Every `offsets.retention.check.interval.ms`, expired
@@ -60,6 +62,12 @@ __all__ = ["Coordinator", "OFFSETS_TOPIC", "offsets_topic_configs"]
 TxnOffsetKey = tuple[str, str, int]  # (group, topic, partition)
 
 
+def group_of_key(raw: bytes) -> str | None:
+    """The group a `__consumer_offsets` key belongs to, which places it (None: a key we do not know)."""
+    key = decode_key(raw)
+    return None if key is None else key[1]
+
+
 def offsets_topic_configs(config) -> dict[str, str]:
     """Topic configs `__consumer_offsets` is created with: never deleted by retention (we snapshot instead)."""
     return {"cleanup.policy": "compact", "retention.ms": "-1", "retention.bytes": "-1",
@@ -71,7 +79,8 @@ class Coordinator:
                  partition_exists: Callable[[str, int], bool], scheduler: Scheduler | None = None,
                  metadata: "MetadataCache | None" = None, share_state: ShareStateLog | None = None) -> None:
         self.scheduler = scheduler or AsyncioScheduler()
-        self.log = OffsetsTopicLog(partitions, get_partition, self.scheduler.now_ms)
+        self.log = OffsetsTopicLog(partitions, get_partition, self.scheduler.now_ms, owner_of=group_of_key)
+        self.log.name = OFFSETS_TOPIC
         # without a broker's topic (unit tests) share-group state has nowhere to go: writes fail, are logged
         self.share_state = share_state or ShareStateLog(1, lambda p: None, self.scheduler.now_ms, lambda: None)
         # the share coordinator of the __share_group_state partitions led here; the share-partition leader
@@ -137,7 +146,7 @@ class Coordinator:
         pending: dict[int, dict[TxnOffsetKey, OffsetValue | None]] = {}
         group_configs: dict[str, dict[str, str] | None] = {}
         count = 0
-        for rec in self.log.replay(partition):
+        for rec in self.log.replay_for_load(partition):
             count += 1
             if rec.key is None:  # a transaction marker
                 done = pending.pop(rec.producer_id, {})
@@ -274,6 +283,8 @@ class Coordinator:
     # -- maintenance ---------------------------------------------------------------------------------------
 
     def tick(self, now_ms: int) -> None:
+        self.log.resume_moves()
+        self.share_state.log.resume_moves()
         if not self._started:
             self._started = True
             self.scheduler.start()  # type: ignore[attr-defined]

@@ -5,9 +5,9 @@ the internal topic `__share_group_state`, through its share coordinator. odradek
 internal topic of that name too, written and replayed with the machinery of `__consumer_offsets`
 (persistence.OffsetsTopicLog: one v2 batch per append, a future done once the batch is durable and replicated,
 snapshots that bound replay). One record per (group, topic id, partition): ShareStateKey and ShareStateValue
-(persistence.py), a null value deleting it. Its partition is the Java string hash of the key's text form
-`group:topic-id:partition` (Kafka's share-partition key, the topic id in base64url) modulo the topic's partition
-count, `share.coordinator.state.topic.num.partitions` (odradek's default 1, as for `__transaction_state`).
+(persistence.py), a null value deleting it. Its partition is Kafka's `Utils.abs(key.hashCode()) % partitions`
+(placement.py) of the key's text form `group:topic-id:partition` (SharePartitionKey.asCoordinatorKey, the
+topic id in base64url without padding, as Kafka's Uuid.toString) over the topic's partition count, `share.coordinator.state.topic.num.partitions` (odradek's default 1, as for `__transaction_state`).
 
 The topic is created when the first state is read or written, so a broker whose clients never use share
 groups has none. On a single node the creation makes this broker the leader of its partitions at once, which
@@ -47,10 +47,17 @@ def key_text(group_id: str, topic_id: bytes, partition: int) -> str:
     return f"{group_id}:{base64.urlsafe_b64encode(topic_id).decode().rstrip('=')}:{partition}"
 
 
+def _key_text_of(raw: bytes) -> str | None:
+    """The text form of a stored share-state key, which places it (None: another record)."""
+    key = decode_key(raw)
+    return key_text(key[1], key[2], key[3]) if key is not None and key[0] == "share_state" else None
+
+
 class ShareStateLog:
     def __init__(self, partitions: int, get_partition: Callable[[int], "Partition | None"],
                  clock_ms: Callable[[], int], create_topic: Callable[[], None]) -> None:
-        self.log = OffsetsTopicLog(partitions, get_partition, clock_ms)
+        self.log = OffsetsTopicLog(partitions, get_partition, clock_ms, owner_of=_key_text_of)
+        self.log.name = SHARE_STATE_TOPIC
         self.create_topic = create_topic  # no-op once it exists
         self.loaded: set[int] = set()  # partitions led (and replayed) here
 
@@ -67,7 +74,7 @@ class ShareStateLog:
 
     def replay(self, partition: int) -> Iterator[tuple[StateKey, StateValue | None]]:
         """The last state of every key of ``partition`` (None: deleted), in log order."""
-        for rec in self.log.replay(partition):
+        for rec in self.log.replay_for_load(partition):
             if rec.key is None:
                 continue
             try:

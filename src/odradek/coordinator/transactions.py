@@ -1,8 +1,9 @@
 """TransactionCoordinator: transactional ids, their producer ids and epochs, and the two-phase end of a
 transaction (Kafka's TransactionCoordinator).
 
-A transactional id belongs to one partition of `__transaction_state` (its Java string hash modulo the
-partition count) and is coordinated by that partition's leader: `load_partition` replays the partition when
+A transactional id belongs to one partition of `__transaction_state` (Kafka's
+`Utils.abs(transactionalId.hashCode()) % partitions`, placement.py; records an older odradek stored under
+its old rule elsewhere are read and moved by the load) and is coordinated by that partition's leader: `load_partition` replays the partition when
 this broker becomes its leader (the partition's leader epoch becomes the coordinator epoch its markers
 carry), `unload_partition` forgets its ids when leadership moves. On a single node every partition is led
 here.
@@ -100,6 +101,8 @@ class TransactionCoordinator:
                  markers: MarkerWriter, offsets_partition: Callable[[str], int], clock_ms: Callable[[], int],
                  get_partition: Callable[[int], "Partition | None"] | None = None) -> None:
         self.log = txn_log
+        txn_log.owner_of = decode_key  # a stored key's transactional id places it (placement.py)
+        txn_log.name = TXN_TOPIC
         self._allocate = allocate_producer_id
         self._markers = markers
         self._offsets_partition = offsets_partition
@@ -150,7 +153,7 @@ class TransactionCoordinator:
         replica = self._get_partition(partition) if self._get_partition is not None else None
         self.loaded[partition] = replica.leader_epoch if replica is not None else 0
         latest: dict[str, bytes | None] = {}
-        for rec in self.log.replay(partition):
+        for rec in self.log.replay_for_load(partition):
             if rec.key is None:
                 continue
             try:
@@ -417,6 +420,7 @@ class TransactionCoordinator:
     # ------------------------------------------------------------------------------------ timers
 
     def tick(self, now_ms: int) -> None:
+        self.log.resume_moves()
         if now_ms >= self._next_abort_check_ms:
             self._next_abort_check_ms = now_ms + self.abort_interval_ms
             self.abort_timed_out(now_ms)
