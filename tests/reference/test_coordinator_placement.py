@@ -31,10 +31,11 @@ TOKEN = secrets.token_hex(3)  # the reference runs for the whole session: fresh 
 
 def negative_id(prefix: str) -> str:
     """An id (unique to this run) with a negative Java hashCode, which the two rules place differently."""
-    return next(f"{prefix}-{TOKEN}-{i}" for i in range(1000)
-                if java_string_hash(f"{prefix}-{TOKEN}-{i}") < 0
-                and partition_for(f"{prefix}-{TOKEN}-{i}", PARTITIONS)
-                != legacy_partition_for(f"{prefix}-{TOKEN}-{i}", PARTITIONS))
+    # the counter leads: the first characters carry the highest powers of 31, so the hash's sign varies with
+    # it (a trailing counter moves the hash too little to change sign for most tokens)
+    candidates = (f"{i}-{prefix}-{TOKEN}" for i in range(1000))
+    return next(c for c in candidates
+                if java_string_hash(c) < 0 and partition_for(c, PARTITIONS) != legacy_partition_for(c, PARTITIONS))
 
 
 @pytest.fixture(scope="module")
