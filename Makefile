@@ -75,11 +75,15 @@ bench-spark: venv bytecode spark-packages
 # SOAK_MINUTES of random faults (kill -9, SIGSTOP, partitions, ZooKeeper restarts, SIGTERM), with an idempotent
 # producer, a transactional loop, a consumer group and the Java client; fails on a lost, duplicated or reordered
 # acknowledged write, a transactional anomaly, a skipped group offset, or a client stuck after a heal
-# (tests/faults/nemesis.py). Summary in bench/results/soak.md and soak.json; SOAK_SEED repeats a run's faults.
+# (tests/faults/nemesis.py). Then SOAK_KAFKA_MINUTES of the same faults (those that apply) on Apache Kafka's
+# KRaft cluster, for its unavailability beside odradek's (0: not run). Summary in bench/results/soak.md and
+# soak.json; SOAK_SEED repeats a run's faults.
 SOAK_MINUTES ?= 15
+SOAK_KAFKA_MINUTES ?= 5
 SOAK_SEED ?=
 soak: venv bytecode system-deps reference
-	$(PY) bench/soak.py --minutes $(SOAK_MINUTES) $(if $(SOAK_SEED),--seed $(SOAK_SEED))
+	$(PY) bench/soak.py --minutes $(SOAK_MINUTES) $(if $(SOAK_SEED),--seed $(SOAK_SEED)) \
+		$(if $(filter-out 0,$(SOAK_KAFKA_MINUTES)),--kafka --kafka-minutes $(SOAK_KAFKA_MINUTES))
 
 # The clickstream PySpark pipeline against a running broker (`make run` in another shell).
 BOOTSTRAP ?= 127.0.0.1:9092

@@ -260,60 +260,90 @@ class SoakCluster:
         return self.cluster.bootstrap
 
     def controller(self) -> int:
+        return read_metadata(self.admin(), 5.0).controller_id
+
+    def admin(self):  # noqa: ANN201 - a confluent-kafka AdminClient
         assert self.cluster is not None
-        return self.cluster.metadata().controller_id
+        return self.cluster.admin()
 
     def create_topics(self, names: list[str]) -> None:
-        assert self.cluster is not None
-        admin = self.cluster.admin()
+        admin = self.admin()
         for name, future in admin.create_topics([NewTopic(n, PARTITIONS, BROKERS) for n in names]).items():
             future.result(60)
 
     def unhealthy(self) -> str | None:
         """Why the cluster is not whole (a broker missing, a partition without a leader or a full ISR)."""
-        assert self.cluster is not None
         try:
-            view = read_metadata(self.cluster.admin(), 5.0, INTERNAL)
+            view = read_metadata(self.admin(), 5.0, INTERNAL)
         except Exception as exc:  # noqa: BLE001 - no answer is an answer here
             return f"no metadata: {exc}"
-        if set(view.brokers) != set(self.cluster.ids) or view.controller_id not in self.cluster.ids:
+        if set(view.brokers) != set(self.ids) or view.controller_id not in self.ids:
             return f"brokers {sorted(view.brokers)}, controller {view.controller_id}"
         bad = [f"{s.topic}-{s.partition} leader {s.leader} isr {sorted(s.isr)}" for s in view.partitions()
                if s.leader < 0 or len(s.isr) < len(s.replicas)]
         return f"{len(bad)} partitions not whole, e.g. {bad[:3]}" if bad else None
 
+    # the primitives the faults are made of (a cluster of another broker implements the same: bench/soak.py)
+
+    @property
+    def ids(self) -> list[int]:
+        assert self.cluster is not None
+        return self.cluster.ids
+
+    def kill_broker(self, bid: int) -> None:
+        assert self.cluster is not None
+        self.cluster.kill(bid)
+
+    def terminate_broker(self, bid: int) -> None:
+        """SIGTERM (a controlled shutdown), waiting for the exit."""
+        assert self.cluster is not None
+        self.cluster.stop(bid)
+
+    def start_broker(self, bid: int) -> None:
+        assert self.cluster is not None
+        self._start(self.cluster.broker(bid).start)
+
+    def signal_broker(self, bid: int, sig: int) -> None:
+        assert self.cluster is not None
+        proc = self.cluster.broker(bid).proc
+        assert proc is not None
+        os.kill(proc.pid, sig)
+
+    def isolate_broker(self, bid: int) -> Callable[[], None]:
+        """Cut the broker from ZooKeeper and the other brokers (clients still reach it); the heal."""
+        assert self.network is not None and self.cluster is not None
+        address = self.cluster.broker(bid).host
+        self.network.isolate(next(h for h in self.network.hosts.values() if h.address == address))
+        return self.network.heal_all
+
+    def restart_zookeeper(self, rng: random.Random) -> tuple[str, float, Callable[[], None]]:
+        assert self.zookeeper is not None
+        self.zookeeper.stop()
+        return "zookeeper", rng.uniform(1.0, SESSION_TIMEOUT_S), lambda: self._start(self.zookeeper.start)
+
     def inject(self, kind: str, rng: random.Random) -> tuple[str, float, Callable[[], None]]:
         """Break the cluster: what was hit, how long to hold the fault, and the heal."""
-        cluster = self.cluster
-        assert cluster is not None and self.zookeeper is not None
-        controller = self.controller()
         if kind == "zk_restart":
-            self.zookeeper.stop()
-            return "zookeeper", rng.uniform(1.0, SESSION_TIMEOUT_S), lambda: self._start(self.zookeeper.start)
+            return self.restart_zookeeper(rng)
+        controller = self.controller()
         if kind == "kill_controller":
             victim = controller
         elif kind == "kill":
-            victim = rng.choice([b for b in cluster.ids if b != controller])
+            victim = rng.choice([b for b in self.ids if b != controller])
         else:
-            victim = rng.choice(cluster.ids)
-        broker = cluster.broker(victim)
+            victim = rng.choice(self.ids)
         target = f"broker {victim}" + (" (controller)" if victim == controller else "")
         if kind in ("kill", "kill_controller"):
-            cluster.kill(victim)
-            return target, rng.uniform(1.0, 5.0), lambda: self._start(broker.start)
+            self.kill_broker(victim)
+            return target, rng.uniform(1.0, 5.0), lambda: self.start_broker(victim)
         if kind == "sigterm":
-            cluster.stop(victim)
-            return target, rng.uniform(1.0, 3.0), lambda: self._start(broker.start)
+            self.terminate_broker(victim)
+            return target, rng.uniform(1.0, 3.0), lambda: self.start_broker(victim)
         if kind == "pause":
-            assert broker.proc is not None
-            pid = broker.proc.pid
-            os.kill(pid, signal.SIGSTOP)
-            return target, SESSION_TIMEOUT_S + rng.uniform(1.0, 4.0), lambda: os.kill(pid, signal.SIGCONT)
+            self.signal_broker(victim, signal.SIGSTOP)
+            return target, SESSION_TIMEOUT_S + rng.uniform(1.0, 4.0), lambda: self.signal_broker(victim, signal.SIGCONT)
         if kind == "partition":
-            assert self.network is not None and cluster.brokers[victim].host
-            host = next(h for h in self.network.hosts.values() if h.address == broker.host)
-            self.network.isolate(host)
-            return target, SESSION_TIMEOUT_S + rng.uniform(1.0, 6.0), self.network.heal_all
+            return target, SESSION_TIMEOUT_S + rng.uniform(1.0, 6.0), self.isolate_broker(victim)
         raise ValueError(f"unknown fault kind {kind!r}")
 
     @staticmethod
@@ -389,13 +419,15 @@ def _wait(condition: Callable[[], bool], timeout: float, interval: float = 0.1) 
     return condition()
 
 
-def run_soak(config: SoakConfig, work_dir: Path, log: Callable[[str], None] = print) -> SoakResult:
+def run_soak(config: SoakConfig, work_dir: Path, log: Callable[[str], None] = print,
+             make_cluster: Callable[[Path], SoakCluster] | None = None) -> SoakResult:
     """Run the soak in `work_dir` (broker and ZooKeeper logs stay there); the result, never raising for what
-    the cluster or the clients did wrong (that is in the result)."""
+    the cluster or the clients did wrong (that is in the result). `make_cluster` builds another cluster with
+    SoakCluster's interface (bench/soak.py's Apache Kafka cluster); by default odradek's."""
     rng = random.Random(config.seed)
     result = SoakResult(config, work_dir=str(work_dir), t0=time.monotonic())
     work_dir.mkdir(parents=True, exist_ok=True)
-    soak = SoakCluster(work_dir, config.netns)
+    soak = make_cluster(work_dir) if make_cluster is not None else SoakCluster(work_dir, config.netns)
     result.placement = soak.placement
     run = f"soak-{uuid.uuid4().hex[:6]}"
     source, sink, java_topic = f"{run}-in", f"{run}-out", f"{run}-java"

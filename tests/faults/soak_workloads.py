@@ -29,7 +29,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
+from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
 
 from tests.cluster.checker import AckLedger, ConsumerRecorder, LoadProducer, check_history, read_partitions
 
@@ -219,34 +219,7 @@ class TransformLoop(Workload):
         source = read_partitions(bootstrap, self.source, self.partitions, timeout=120.0)
         sink = read_partitions(bootstrap, self.sink, self.partitions, timeout=120.0,
                                **{"isolation.level": "read_committed"})
-        committed = self.positions_committed()
-        problems: list[str] = []
-        input_offset = {v: (p, o) for p, recs in source.items() for o, v in recs}
-        outputs: dict[bytes, int] = {}
-        for p, recs in sink.items():
-            last = -1
-            for _, value in recs:
-                original, _, txn = value.rpartition(b"@")
-                if int(txn) in self.aborted_txns:
-                    problems.append(f"aborted output visible to read_committed: {value!r}")
-                outputs[original] = outputs.get(original, 0) + 1
-                where = input_offset.get(original)
-                if where is None or where[0] != p:
-                    problems.append(f"output {value!r} in partition {p} has no input there")
-                    continue
-                if where[1] <= last:
-                    problems.append(f"output out of input order in partition {p}: {value!r}")
-                last = where[1]
-        for p, recs in source.items():
-            for offset, value in recs:
-                n = outputs.get(value, 0)
-                if offset < committed.get(p, -1) and n != 1:
-                    problems.append(f"input {value!r} (partition {p} offset {offset}) has {n} committed outputs")
-                elif offset >= committed.get(p, -1) and n:
-                    problems.append(f"input {value!r} past the committed offset {committed.get(p)} has an output")
-        drained = {p: len(recs) and recs[-1][0] + 1 for p, recs in source.items()}
-        if any(committed.get(p, -1) < end for p, end in drained.items() if end):
-            problems.append(f"the loop did not finish its input: committed {committed}, ends {drained}")
+        problems = transform_anomalies(source, sink, self.positions_committed(), self.aborted_txns)
         shown = problems[:10] + ([f"... {len(problems) - 10} more"] if len(problems) > 10 else [])
         return [f"{self.name}: {p}" for p in shown] + [f"{self.name}: fatal error {e}" for e in self.errors]
 
@@ -314,15 +287,59 @@ class GroupWorkload(Workload):
             for p, o, _ in member.consumed(self.topic):
                 given[p].add(o)
         problems = [f"{self.name}: {e}" for m in self.members for e in m.non_retriable_errors()]
-        highest = {p: max((s[1].get(p, -1) for s in self.samples), default=-1) for p in range(self.partitions)}
-        for p, records in read.items():
-            skipped = [o for o, _ in records if o < highest[p] and o not in given[p]]
-            if skipped:
-                problems.append(f"{self.name}: committed offset {highest[p]} of partition {p} passes "
-                                f"{len(skipped)} records no member was given, e.g. offsets {skipped[:5]}")
+        problems += [f"{self.name}: {p}" for p in skipped_offsets(read, given, [c for _, c in self.samples])]
         if not self.samples:
             problems.append(f"{self.name}: the group's committed offsets were never read")
         return problems
+
+
+def transform_anomalies(source: dict[int, list[tuple[int, bytes]]], sink: dict[int, list[tuple[int, bytes]]],
+                        committed: dict[int, int], aborted_txns: set[int]) -> list[str]:
+    """What is wrong with a consume-transform-produce run: `source` and `sink` read from their start (the sink
+    read_committed), `committed` the loop's group offsets on the source, `aborted_txns` the transactions it
+    aborted. Every input below the committed offset has exactly one output, in input order per partition; no
+    input at or past it has one; no output of an aborted transaction is visible; the loop read to the end."""
+    problems: list[str] = []
+    input_offset = {v: (p, o) for p, recs in source.items() for o, v in recs}
+    outputs: dict[bytes, int] = {}
+    for p, recs in sink.items():
+        last = -1
+        for _, value in recs:
+            original, _, txn = value.rpartition(b"@")
+            if int(txn) in aborted_txns:
+                problems.append(f"aborted output visible to read_committed: {value!r}")
+            outputs[original] = outputs.get(original, 0) + 1
+            where = input_offset.get(original)
+            if where is None or where[0] != p:
+                problems.append(f"output {value!r} in partition {p} has no input there")
+                continue
+            if where[1] <= last:
+                problems.append(f"output out of input order in partition {p}: {value!r}")
+            last = where[1]
+    for p, recs in source.items():
+        for offset, value in recs:
+            n = outputs.get(value, 0)
+            if offset < committed.get(p, -1) and n != 1:
+                problems.append(f"input {value!r} (partition {p} offset {offset}) has {n} committed outputs")
+            elif offset >= committed.get(p, -1) and n:
+                problems.append(f"input {value!r} past the committed offset {committed.get(p)} has an output")
+    ends = {p: recs[-1][0] + 1 for p, recs in source.items() if recs}
+    if any(committed.get(p, -1) < end for p, end in ends.items()):
+        problems.append(f"the loop did not finish its input: committed {committed}, ends {ends}")
+    return problems
+
+
+def skipped_offsets(read: dict[int, list[tuple[int, bytes]]], given: dict[int, set[int]],
+                    samples: list[dict[int, int]]) -> list[str]:
+    """Committed offsets (each sample of the group's) that pass a record of `read` no member was `given`."""
+    problems = []
+    highest = {p: max((c.get(p, -1) for c in samples), default=-1) for p in read}
+    for p, records in read.items():
+        skipped = [o for o, _ in records if o < highest[p] and o not in given.get(p, set())]
+        if skipped:
+            problems.append(f"committed offset {highest[p]} of partition {p} passes {len(skipped)} records no "
+                            f"member was given, e.g. offsets {skipped[:5]}")
+    return problems
 
 
 def compile_java_harness(work_dir: Path) -> tuple[list[str], str] | str:
@@ -394,5 +411,5 @@ class JavaProducer(Workload):
         return [] if history.ok else [f"{self.name}: {history}"]
 
 
-__all__ = ["ABORT_EVERY", "GroupWorkload", "IdempotentWorkload", "JavaProducer", "KafkaError", "TransformLoop",
-           "Workload", "compile_java_harness"]
+__all__ = ["ABORT_EVERY", "GroupWorkload", "IdempotentWorkload", "JavaProducer", "TransformLoop", "Workload",
+           "compile_java_harness", "skipped_offsets", "transform_anomalies"]

@@ -18,6 +18,7 @@ import pytest
 
 from odradek.tools.zookeeper import zookeeper_unavailable
 from tests.faults.nemesis import SoakConfig, run_soak
+from tests.faults.soak_workloads import skipped_offsets, transform_anomalies
 
 log = logging.getLogger(__name__)
 
@@ -33,3 +34,31 @@ def test_one_fault_of_each_kind(tmp_path: Path) -> None:
     log.warning("soak: %s; figures by kind: %s", result, result.by_kind())
     assert result.faults, str(result)
     assert result.ok, str(result)
+
+
+# -- the soak's own checks find what they are for (no cluster needed) -----------------------------------------
+
+SOURCE = {0: [(0, b"p-0"), (1, b"p-3")], 1: [(0, b"p-1")]}
+
+
+def test_transform_check_passes_exactly_once_and_names_each_anomaly() -> None:
+    committed = {0: 2, 1: 1}
+    clean = {0: [(0, b"p-0@1"), (2, b"p-3@3")], 1: [(0, b"p-1@1")]}  # offset 1: a commit marker
+    assert transform_anomalies(SOURCE, clean, committed, aborted_txns={2}) == []
+    twice = {0: [(0, b"p-0@1"), (2, b"p-0@3"), (4, b"p-3@3")], 1: [(0, b"p-1@1")]}
+    assert any("has 2 committed outputs" in p for p in transform_anomalies(SOURCE, twice, committed, {2}))
+    missing = {0: [(0, b"p-0@1")], 1: [(0, b"p-1@1")]}
+    assert any("has 0 committed outputs" in p for p in transform_anomalies(SOURCE, missing, committed, {2}))
+    aborted = {0: [(0, b"p-0@2"), (2, b"p-3@3")], 1: [(0, b"p-1@1")]}
+    assert any("aborted output visible" in p for p in transform_anomalies(SOURCE, aborted, committed, {2}))
+    reordered = {0: [(0, b"p-3@1"), (2, b"p-0@3")], 1: [(0, b"p-1@1")]}
+    assert any("out of input order" in p for p in transform_anomalies(SOURCE, reordered, committed, {2}))
+    unfinished = transform_anomalies(SOURCE, {0: [(0, b"p-0@1")], 1: [(0, b"p-1@1")]}, {0: 1, 1: 1}, set())
+    assert unfinished == ["the loop did not finish its input: committed {0: 1, 1: 1}, ends {0: 2, 1: 1}"]
+
+
+def test_group_check_names_a_committed_offset_past_unread_records() -> None:
+    read = {0: [(0, b"p-0"), (1, b"p-3"), (2, b"p-6")]}
+    assert skipped_offsets(read, {0: {0, 1}}, [{0: 1}, {0: 2}]) == []
+    found = skipped_offsets(read, {0: {0, 2}}, [{0: 1}, {0: 3}])
+    assert found and "offsets [1]" in found[0]
