@@ -433,6 +433,7 @@ def run_soak(config: SoakConfig, work_dir: Path, log: Callable[[str], None] = pr
     source, sink, java_topic = f"{run}-in", f"{run}-out", f"{run}-java"
     run_s = (len(soak.kinds) * 60.0) if config.one_each else config.minutes * 60.0
     workloads: list[Workload] = []
+    stopped: list[Workload] = []  # those _finish stopped (each is stopped once)
     progress: ProgressLog | None = None
     try:
         soak.create_topics([source, sink, java_topic])
@@ -471,15 +472,18 @@ def run_soak(config: SoakConfig, work_dir: Path, log: Callable[[str], None] = pr
         t_end = time.monotonic() + config.minutes * 60.0
         while plan if config.one_each else time.monotonic() < t_end:
             kind = plan.pop() if config.one_each else rng.choice(soak.kinds)
-            result.faults.append(_one_fault(soak, kind, rng, progress, result, log))
+            result.faults.append(_one_fault(soak, kind, rng, progress, result, log,
+                                            {w.name: w for w in workloads}))
             time.sleep(rng.uniform(2.0, 5.0))  # quiet between faults
-        _finish(soak, result, producer, loop, group, workloads, source, log)
+        _finish(soak, result, producer, loop, group, workloads, stopped, source, log)
     finally:
         for workload in workloads:
+            if workload in stopped:
+                continue
             try:
                 workload.stop()
             except Exception as exc:  # noqa: BLE001 - a client that does not stop is reported, teardown goes on
-                result.liveness.append(f"{workload.name} did not stop: {exc}")
+                result.liveness.append(f"{workload.name} did not stop: {exc}; it is in {workload.state()}")
         if progress is not None:
             progress.stop()
             _figures(result, progress, workloads)
@@ -490,7 +494,7 @@ def run_soak(config: SoakConfig, work_dir: Path, log: Callable[[str], None] = pr
 
 
 def _one_fault(soak: SoakCluster, kind: str, rng: random.Random, progress: ProgressLog, result: SoakResult,
-               log: Callable[[str], None]) -> FaultRecord:
+               log: Callable[[str], None], workloads: dict[str, Workload]) -> FaultRecord:
     t_fault = time.monotonic()
     target, hold_s, heal = soak.inject(kind, rng)
     record = FaultRecord(kind, target, t_fault, hold_s)
@@ -503,16 +507,27 @@ def _one_fault(soak: SoakCluster, kind: str, rng: random.Random, progress: Progr
         soak.heal_everything()
     record.t_heal = time.monotonic()
     names = list(progress.counters)
-    _wait(lambda: all(progress.first_after(n, record.t_heal) for n in names), LIVENESS_DEADLINE_S)
+    # both at once: the clients' progress (until the liveness deadline) and the cluster whole again
+    healthy_deadline = record.t_heal + HEALTHY_DEADLINE_S
+    while time.monotonic() < healthy_deadline:
+        progressed = all(progress.first_after(n, record.t_heal) for n in names)
+        if record.healthy_s is None and soak.unhealthy() is None:
+            record.healthy_s = time.monotonic() - record.t_heal
+        if progressed and record.healthy_s is not None:
+            break
+        if not progressed and time.monotonic() > record.t_heal + LIVENESS_DEADLINE_S:
+            break
+        time.sleep(0.2)
+    if record.healthy_s is None and _wait(lambda: soak.unhealthy() is None, healthy_deadline - time.monotonic(), 0.5):
+        record.healthy_s = time.monotonic() - record.t_heal
     for name in names:
         first = progress.first_after(name, record.t_heal)
         record.recovery_s[name] = None if first is None else first - record.t_heal
-        if first is None:
+        if first is None or first - record.t_heal > LIVENESS_DEADLINE_S:
+            where = workloads[name].state() if name in workloads else ""
             record.failures.append(f"{name}: no progress within {LIVENESS_DEADLINE_S:.0f} s after "
-                                   f"{KIND_TITLES[kind]} ({target}) healed")
-    if _wait(lambda: soak.unhealthy() is None, HEALTHY_DEADLINE_S, 0.5):
-        record.healthy_s = time.monotonic() - record.t_heal
-    else:
+                                   f"{KIND_TITLES[kind]} ({target}) healed" + (f"; it is in {where}" if where else ""))
+    if record.healthy_s is None:
         record.failures.append(f"cluster not whole {HEALTHY_DEADLINE_S:.0f} s after {KIND_TITLES[kind]} ({target}) "
                                f"healed: {soak.unhealthy()}")
     result.liveness.extend(record.failures)
@@ -523,13 +538,15 @@ def _one_fault(soak: SoakCluster, kind: str, rng: random.Random, progress: Progr
 
 
 def _finish(soak: SoakCluster, result: SoakResult, producer: IdempotentWorkload, loop: TransformLoop,
-            group: GroupWorkload, workloads: list[Workload], source: str, log: Callable[[str], None]) -> None:
+            group: GroupWorkload, workloads: list[Workload], stopped: list[Workload], source: str,
+            log: Callable[[str], None]) -> None:
     """Stop the producers, let the loop and the group read to the end, then check every client's history."""
     soak.heal_everything()
     if not _wait(lambda: soak.unhealthy() is None, HEALTHY_DEADLINE_S, 0.5):
         result.liveness.append(f"cluster not whole at the end: {soak.unhealthy()}")
     for workload in workloads:
         if not isinstance(workload, (TransformLoop, GroupWorkload)):
+            stopped.append(workload)
             workload.stop()
     bootstrap = soak.bootstrap
     ends = _ends(bootstrap, source)
@@ -544,12 +561,16 @@ def _finish(soak: SoakCluster, result: SoakResult, producer: IdempotentWorkload,
 
     if not _wait(loop_done, LIVENESS_DEADLINE_S * 2, 1.0):
         result.liveness.append(f"{loop.name}: input not finished {LIVENESS_DEADLINE_S * 2:.0f} s after the last "
-                               f"write (committed {loop.positions_committed()}, ends {ends})")
+                               f"write (committed {loop.positions_committed()}, ends {ends}); it is in {loop.state()}")
     if not group.wait_committed(ends, LIVENESS_DEADLINE_S * 2):
         result.liveness.append(f"{group.name}: committed offsets short of {ends} {LIVENESS_DEADLINE_S * 2:.0f} s "
                                f"after the last write")
-    loop.stop()
-    group.stop()
+    for workload in (loop, group):
+        stopped.append(workload)
+        try:
+            workload.stop()
+        except Exception as exc:  # noqa: BLE001 - named; the checks still run
+            result.liveness.append(f"{workload.name} did not stop: {exc}; it is in {workload.state()}")
     for workload in workloads:
         try:
             result.safety.extend(workload.check(bootstrap))

@@ -24,7 +24,9 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
+import sys
 import threading
+import traceback
 import time
 from pathlib import Path
 from typing import Any
@@ -36,7 +38,7 @@ from tests.cluster.checker import AckLedger, ConsumerRecorder, LoadProducer, che
 ABORT_EVERY = 7  # the transform loop aborts every 7th transaction on purpose
 PRODUCER_INTERVAL_S = 0.01  # about 100 records a second: enough to see every stall, light on 2 cores
 JAVA_INTERVAL_MS = 20
-END_TXN_TIMEOUT_S = 120.0  # a commit or abort retried this long is given up (and the producer made anew)
+END_TXN_TIMEOUT_S = 60.0  # a commit or abort retried this long is given up (and the producer made anew)
 
 
 class Workload:
@@ -52,6 +54,16 @@ class Workload:
 
     def check(self, bootstrap: str) -> list[str]:
         raise NotImplementedError
+
+    def state(self) -> str:
+        """Where the client is now (for a liveness failure): the innermost calls of its thread, if it has one."""
+        thread = getattr(self, "_thread", None)
+        frame = sys._current_frames().get(thread.ident) if thread is not None and thread.ident else None
+        if frame is None:
+            return "no thread"
+        calls = [f"{f.name} ({os.path.basename(f.filename)}:{f.lineno}) {(f.line or '').strip()[:120]}"
+                 for f in traceback.extract_stack(frame)[-3:]]
+        return " <- ".join(reversed(calls))
 
 
 class IdempotentWorkload(Workload):
@@ -214,6 +226,8 @@ class TransformLoop(Workload):
     def stop(self) -> None:
         self._stop.set()
         self._thread.join(END_TXN_TIMEOUT_S + 30)
+        if self._thread.is_alive():
+            raise AssertionError(f"the loop did not stop in {END_TXN_TIMEOUT_S + 30:.0f} s")
 
     def check(self, bootstrap: str) -> list[str]:
         source = read_partitions(bootstrap, self.source, self.partitions, timeout=120.0)
@@ -275,10 +289,16 @@ class GroupWorkload(Workload):
         return False
 
     def stop(self) -> None:
-        for member in self.members:
-            member.stop(timeout=60)
         self._stop.set()
+        stuck = []
+        for member in self.members:
+            try:
+                member.stop(timeout=30)
+            except AssertionError:
+                stuck.append(member)
         self._sampler.join(30)
+        if stuck:
+            raise AssertionError(f"{len(stuck)} group members did not stop in 30 s")
 
     def check(self, bootstrap: str) -> list[str]:
         read = read_partitions(bootstrap, self.topic, self.partitions, timeout=120.0)

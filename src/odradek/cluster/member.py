@@ -412,7 +412,21 @@ class ClusterMember:
     def _spawn(self, coro) -> None:
         task = asyncio.ensure_future(coro)
         self._tasks.add(task)
-        task.add_done_callback(self._tasks.discard)
+        task.add_done_callback(self._task_done)
+
+    def _task_done(self, task: asyncio.Task) -> None:
+        """Retrieve a background task's failure and log it once. A ZooKeeper connection lost or a session
+        expired under an election or a watch needs nothing more: the reconnect (_resume) or the new session
+        (_rejoin) looks at /controller and the watches again."""
+        self._tasks.discard(task)
+        if task.cancelled() or task.exception() is None:
+            return
+        exc = task.exception()
+        if isinstance(exc, (ConnectionLoss, SessionExpiredError)):
+            log.info("broker %d: %s lost its ZooKeeper connection (%s); done again on reconnect", self.broker_id,
+                     task.get_coro().__qualname__, type(exc).__name__)
+        else:
+            log.error("broker %d: %s failed", self.broker_id, task.get_coro().__qualname__, exc_info=exc)
 
     # -- requests from the controller ---------------------------------------------------------------------
 
