@@ -184,7 +184,7 @@ def main() -> int:
     seed = args.seed if args.seed is not None else random.SystemRandom().randrange(1 << 31)
     config = SoakConfig(minutes=args.minutes, seed=seed, one_each=args.one_each, java=not args.no_java,
                         netns=False if args.loopback else None)
-    console = Console(stderr=True)
+    console = Console(stderr=True, width=None if sys.stderr.isatty() else 160)
     info = machine()
     work_dir = Path(tempfile.mkdtemp(prefix="odradek-soak-"))
     console.print(f"soak: seed {seed}, {args.minutes:g} min, logs in {work_dir}")

@@ -380,8 +380,10 @@ class SoakCluster:
                 lines = broker.log_path.read_text(errors="replace").splitlines()
             except OSError:
                 continue
+            shown_until = -1
             for i, line in enumerate(lines):
-                if LOG_PROBLEMS.search(line):
+                if i > shown_until and LOG_PROBLEMS.search(line):
+                    shown_until = i + 6  # one entry per traceback
                     context = " | ".join(lines[max(0, i - 1):i + 6])
                     found.append(f"broker {bid} ({broker.log_path}) line {i + 1}: {context[:1500]}")
         return found
