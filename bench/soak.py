@@ -180,6 +180,7 @@ def main() -> int:
     parser.add_argument("--kafka", action="store_true",
                         help="then the same seed on Apache Kafka's KRaft cluster (kill -9, SIGSTOP, SIGTERM only)")
     parser.add_argument("--kafka-minutes", type=float, help="minutes of the Kafka run (default: --minutes)")
+    parser.add_argument("--kafka-only", action="store_true", help="the Kafka run alone (its verdict is the exit status)")
     args = parser.parse_args()
     seed = args.seed if args.seed is not None else random.SystemRandom().randrange(1 << 31)
     config = SoakConfig(minutes=args.minutes, seed=seed, one_each=args.one_each, java=not args.no_java,
@@ -188,6 +189,14 @@ def main() -> int:
     info = machine()
     work_dir = Path(tempfile.mkdtemp(prefix="odradek-soak-"))
     console.print(f"soak: seed {seed}, {args.minutes:g} min, logs in {work_dir}")
+    if args.kafka_only:
+        kafka = run_soak(config, work_dir / "kafka", make_cluster=KafkaSoakCluster,
+                         log=lambda line: console.print(f"kafka: {line}", highlight=False, soft_wrap=True))
+        console.print(summary_table(kafka, None))
+        console.print("kafka: " + str(kafka), highlight=False, soft_wrap=True)
+        write_results(args.out_dir, "soak_kafka", markdown(kafka, None, "this run is Apache Kafka's", info),
+                      {"machine": info, "kafka": kafka.as_json()})
+        return 0 if kafka.ok else 1
     result = run_soak(config, work_dir, log=lambda line: console.print(line, highlight=False, soft_wrap=True))
     console.print(str(result), highlight=False, soft_wrap=True)
     kafka, kafka_note = None, "not run (bench/soak.py --kafka runs it)"
