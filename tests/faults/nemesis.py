@@ -180,6 +180,14 @@ class SoakResult:
                 "liveness": self.liveness, "logs": self.logs, "work_dir": self.work_dir}
 
 
+class SoakAborted(Exception):
+    """The cluster could not be brought back after a fault: the run ends with what it has."""
+
+    def __init__(self, record: FaultRecord) -> None:
+        super().__init__(record.failures[-1])
+        self.record = record
+
+
 class ProgressLog:
     """Samples every client's progress counter every 50 ms on a thread; keeps the times it grew."""
 
@@ -472,11 +480,15 @@ def run_soak(config: SoakConfig, work_dir: Path, log: Callable[[str], None] = pr
         plan = list(soak.kinds)
         rng.shuffle(plan)
         t_end = time.monotonic() + config.minutes * 60.0
-        while plan if config.one_each else time.monotonic() < t_end:
-            kind = plan.pop() if config.one_each else rng.choice(soak.kinds)
-            result.faults.append(_one_fault(soak, kind, rng, progress, result, log,
-                                            {w.name: w for w in workloads}))
-            time.sleep(rng.uniform(2.0, 5.0))  # quiet between faults
+        try:
+            while plan if config.one_each else time.monotonic() < t_end:
+                kind = plan.pop() if config.one_each else rng.choice(soak.kinds)
+                result.faults.append(_one_fault(soak, kind, rng, progress, result, log,
+                                                {w.name: w for w in workloads}))
+                time.sleep(rng.uniform(2.0, 5.0))  # quiet between faults
+        except SoakAborted as aborted:
+            result.faults.append(aborted.record)
+            return result
         _finish(soak, result, producer, loop, group, workloads, stopped, source, log)
     finally:
         for workload in workloads:
@@ -490,7 +502,10 @@ def run_soak(config: SoakConfig, work_dir: Path, log: Callable[[str], None] = pr
             progress.stop()
             _figures(result, progress, workloads)
         result.logs = soak.log_problems()
-        soak.close()
+        try:
+            soak.close()
+        except Exception as exc:  # noqa: BLE001 - reported; the result stands
+            result.liveness.append(f"teardown failed: {str(exc)[:500]}")
         result.wall_s = time.monotonic() - result.t0
     return result
 
@@ -505,8 +520,13 @@ def _one_fault(soak: SoakCluster, kind: str, rng: random.Random, progress: Progr
     try:
         heal()
     except Exception as exc:  # noqa: BLE001 - a heal that fails is a failure of the run, named
-        record.failures.append(f"heal of {kind} ({target}) failed: {exc}")
-        soak.heal_everything()
+        record.failures.append(f"heal of {kind} ({target}) failed: {str(exc)[:500]}")
+        try:
+            soak.heal_everything()
+        except Exception as again:  # noqa: BLE001 - nothing to soak any more: the run ends here
+            record.failures.append(f"the cluster could not be healed: {str(again)[:500]}")
+            result.liveness.extend(record.failures)
+            raise SoakAborted(record) from again
     record.t_heal = time.monotonic()
     names = list(progress.counters)
     # both at once: the clients' progress (until the liveness deadline) and the cluster whole again
