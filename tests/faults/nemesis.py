@@ -441,7 +441,9 @@ def run_soak(config: SoakConfig, work_dir: Path, log: Callable[[str], None] = pr
     result.placement = soak.placement
     run = f"soak-{uuid.uuid4().hex[:6]}"
     source, sink, java_topic = f"{run}-in", f"{run}-out", f"{run}-java"
-    run_s = (len(soak.kinds) * 60.0) if config.one_each else config.minutes * 60.0
+    # how long the producers are sized to write for: well past the faults (a slow heal, a slow start of a JVM),
+    # so that a producer never runs out of records while the run still waits for its progress
+    run_s = (len(soak.kinds) * 300.0 if config.one_each else config.minutes * 60.0) + 1800.0
     workloads: list[Workload] = []
     stopped: list[Workload] = []  # those _finish stopped (each is stopped once)
     progress: ProgressLog | None = None
