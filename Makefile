@@ -5,7 +5,7 @@ PY := $(VENV)/bin/python
 VENV_STAMP := $(VENV)/.odradek-installed
 SYSTEM_STAMP := $(VENV)/.odradek-system-deps
 
-.PHONY: install venv bytecode system-deps reference spark-packages run cluster test compat unit bench bench-spark pipeline pipeline-cluster clean
+.PHONY: install venv bytecode system-deps reference spark-packages run cluster test compat unit bench bench-spark soak soak-short pipeline pipeline-cluster clean
 
 install: venv system-deps
 
@@ -53,7 +53,7 @@ cluster: venv bytecode system-deps
 
 # The JUnit report feeds docs/compatibility.md: `make compat` after a test run.
 test: install reference spark-packages bytecode
-	$(PY) -m pytest -q -n 2 --dist loadgroup --no-loadscope-reorder --durations=30 --junitxml=build/junit.xml
+	$(PY) -m pytest -q -n 2 --dist loadgroup --no-loadscope-reorder --durations=30 --junitxml=build/junit.xml -m "not soak"
 
 compat: venv
 	$(PY) tools/gen_compat.py --junit build/junit.xml
@@ -70,6 +70,24 @@ bench: venv bytecode reference
 # BENCH_SPARK_ARGS="--parts local,cluster" adds a standalone cluster of 1 then 2 workers. `BENCH_SPARK_ARGS=--help`.
 bench-spark: venv bytecode spark-packages
 	$(PY) bench/spark_read.py $(BENCH_SPARK_ARGS)
+
+# A three-broker cluster (ZooKeeper and each broker in a network namespace of its own where run as root) under
+# SOAK_MINUTES of random faults (kill -9, SIGSTOP, partitions, ZooKeeper restarts, SIGTERM), with an idempotent
+# producer, a transactional loop, a consumer group and the Java client; fails on a lost, duplicated or reordered
+# acknowledged write, a transactional anomaly, a skipped group offset, or a client stuck after a heal
+# (tests/faults/nemesis.py). Then SOAK_KAFKA_MINUTES of the same faults (those that apply) on Apache Kafka's
+# KRaft cluster, for its unavailability beside odradek's (0: not run). Summary in bench/results/soak.md and
+# soak.json; SOAK_SEED repeats a run's faults.
+SOAK_MINUTES ?= 15
+SOAK_KAFKA_MINUTES ?= 5
+SOAK_SEED ?=
+soak: venv bytecode system-deps reference
+	$(PY) bench/soak.py --minutes $(SOAK_MINUTES) $(if $(SOAK_SEED),--seed $(SOAK_SEED)) \
+		$(if $(filter-out 0,$(SOAK_KAFKA_MINUTES)),--kafka --kafka-minutes $(SOAK_KAFKA_MINUTES))
+
+# The short soak (one fault of each kind, ~4 min), out of `make test` until its liveness check holds every run.
+soak-short: venv bytecode system-deps
+	$(PY) -m pytest -q -m soak tests/faults/test_soak_short.py
 
 # The clickstream PySpark pipeline against a running broker (`make run` in another shell).
 BOOTSTRAP ?= 127.0.0.1:9092

@@ -52,8 +52,9 @@ class KafkaCluster(cluster.Cluster):
     quorum, started together (a broker answers only once a quorum has formed). It passes where
     bench/cluster.py's Cluster does: bootstrap, pid, alive(), create_topic(), create_offsets_topic(), stop()."""
 
-    def __init__(self, libs: str) -> None:
+    def __init__(self, libs: str, settings: dict[str, str] | None = None) -> None:
         ref = brokers.reference_kafka()
+        settings = KAFKA_CLUSTER_SETTINGS if settings is None else settings
         cluster_id = ref.random_cluster_id()
         ids = range(1, cluster.BROKERS + 1)
         controller_ports = {bid: brokers.free_port() for bid in ids}
@@ -64,7 +65,7 @@ class KafkaCluster(cluster.Cluster):
                 kafka = ref.KafkaReference(
                     Path(libs), port=port, work_dir=Path(data_dir), heap=brokers.KAFKA_HEAP,
                     jvm_options=brokers.KAFKA_JVM_OPTIONS, cluster_id=cluster_id, controller_port=controller_ports[bid],
-                    settings={"node.id": str(bid), "controller.quorum.voters": voters, **KAFKA_CLUSTER_SETTINGS})
+                    settings={"node.id": str(bid), "controller.quorum.voters": voters, **settings})
                 return kafka.prepare(brokers.KAFKA_START_TIMEOUT_S)
 
             return brokers.BrokerSpec(f"kafka-cluster-{bid}", f"Kafka cluster broker {bid}", "", command,

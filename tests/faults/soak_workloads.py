@@ -1,0 +1,433 @@
+"""The clients of the soak (tests/faults/nemesis.py) and the checks of what they were told.
+
+Four workloads run in the root namespace while the nemesis breaks the cluster, each a `Workload` with a
+monotone progress counter (what the liveness check watches) and a `check()` of its safety afterwards:
+
+- `IdempotentWorkload`: tests/cluster/checker.py's LoadProducer (confluent-kafka, idempotent, acks=all) into
+  the input topic; its ledger of acknowledged writes is checked for lost, duplicated and reordered records.
+- `TransformLoop`: a consume-transform-produce loop (confluent-kafka): reads the input topic read_committed in
+  group `<run>-ctp`, writes ``<input value>@<transaction number>`` to the output topic (same partition), sends
+  the consumed offsets to the transaction and commits, aborting every `ABORT_EVERY`-th on purpose. After an
+  abort it goes back to the group's committed offsets. Check: every input record has exactly one output
+  among the committed outputs, in input order per partition, and no output of an aborted transaction is
+  visible to read_committed.
+- `GroupWorkload`: two members (checker.py's ConsumerRecorder, auto-committing) of group `<run>-group` on the
+  input topic, and a sampler of the group's committed offsets. Check: no committed offset ever passes a
+  record no member was given (the group's committed progress never skips records).
+- `JavaProducer`: the Java client harness (tests/interop/java/OdradekClient.java, `produce-load`: kafka-clients'
+  default idempotent acks=all producer) into a topic of its own, where Kafka's own client is installed;
+  its acknowledgements are checked as the idempotent producer's.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import threading
+import traceback
+import time
+from pathlib import Path
+from typing import Any
+
+from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
+
+from tests.cluster.checker import AckLedger, ConsumerRecorder, LoadProducer, check_history, read_partitions
+
+ABORT_EVERY = 7  # the transform loop aborts every 7th transaction on purpose
+PRODUCER_INTERVAL_S = 0.01  # about 100 records a second: enough to see every stall, light on 2 cores
+JAVA_INTERVAL_MS = 20
+END_TXN_TIMEOUT_S = 60.0  # a commit or abort retried this long is given up (and the producer made anew)
+
+
+class Workload:
+    """One client: `progress()` grows while it works; `problems()` after `check()` names what went wrong."""
+
+    name = "workload"
+
+    def progress(self) -> int:
+        raise NotImplementedError
+
+    def stop(self) -> None:
+        raise NotImplementedError
+
+    def check(self, bootstrap: str) -> list[str]:
+        raise NotImplementedError
+
+    def state(self) -> str:
+        """Where the client is now (for a liveness failure): the innermost calls of its thread, if it has one."""
+        thread = getattr(self, "_thread", None)
+        frame = sys._current_frames().get(thread.ident) if thread is not None and thread.ident else None
+        if frame is None:
+            return "no thread"
+        calls = [f"{f.name} ({os.path.basename(f.filename)}:{f.lineno}) {(f.line or '').strip()[:120]}"
+                 for f in traceback.extract_stack(frame)[-3:]]
+        return " <- ".join(reversed(calls))
+
+
+class IdempotentWorkload(Workload):
+    name = "idempotent producer"
+
+    def __init__(self, bootstrap: str, topic: str, partitions: int, run_s: float) -> None:
+        self.topic, self.partitions = topic, partitions
+        self.load = LoadProducer(bootstrap, topic, partitions, prefix="p", interval_s=PRODUCER_INTERVAL_S,
+                                 max_records=int(run_s / PRODUCER_INTERVAL_S) + 1000, log_level=3)
+
+    def start(self) -> "IdempotentWorkload":
+        self.load.start()
+        return self
+
+    @property
+    def ledger(self) -> AckLedger:
+        return self.load.ledger
+
+    def progress(self) -> int:
+        return self.load.ledger.count()
+
+    def stop(self) -> None:
+        self.load.stop(flush_timeout=120.0)
+
+    def check(self, bootstrap: str) -> list[str]:
+        read = read_partitions(bootstrap, self.topic, self.partitions, timeout=120.0)
+        history = check_history(self.ledger.acked, read, producer_errors=self.ledger.errors)
+        return [] if history.ok else [f"{self.name}: {history}"]
+
+
+class TransformLoop(Workload):
+    name = "transactional loop"
+
+    def __init__(self, bootstrap: str, source: str, sink: str, partitions: int, group: str, txn_id: str) -> None:
+        self.bootstrap, self.source, self.sink, self.partitions = bootstrap, source, sink, partitions
+        self.group, self.txn_id = group, txn_id
+        self.committed = 0  # transactions committed (the progress counter)
+        self.aborted_txns: set[int] = set()
+        self.errors: list[str] = []  # fatal errors (each made the producer anew)
+        self._txn = 0
+        self._stop = threading.Event()
+        self._lock = threading.Lock()
+        self._thread = threading.Thread(target=self._run, name="transform-loop", daemon=True)
+        self._consumer_config = {"bootstrap.servers": bootstrap, "group.id": group, "broker.address.family": "v4",
+                                 "isolation.level": "read_committed", "enable.auto.commit": False,
+                                 "auto.offset.reset": "earliest", "session.timeout.ms": 10_000, "log_level": 3}
+        self._consumer = Consumer(self._consumer_config)
+        self._producer = self._new_producer()
+
+    def _new_producer(self) -> Producer:
+        producer = Producer({"bootstrap.servers": self.bootstrap, "transactional.id": self.txn_id,
+                             "broker.address.family": "v4", "linger.ms": 5, "transaction.timeout.ms": 60_000,
+                             "log_level": 3})
+        producer.init_transactions(END_TXN_TIMEOUT_S)
+        return producer
+
+    def start(self) -> "TransformLoop":
+        self._consumer.subscribe([self.source])
+        self._thread.start()
+        return self
+
+    def progress(self) -> int:
+        return self.committed
+
+    def _run(self) -> None:
+        try:
+            while not self._stop.is_set():
+                msgs = [m for m in self._consumer.consume(num_messages=200, timeout=0.5) if m.error() is None]
+                if msgs:
+                    self._transaction(msgs)
+        finally:
+            self._consumer.close()
+
+    def _transaction(self, msgs: list) -> None:
+        self._txn += 1
+        txn = self._txn
+        abort = txn % ABORT_EVERY == 0
+        offsets: dict[int, int] = {}
+        try:
+            self._producer.begin_transaction()
+            for m in msgs:
+                self._producer.produce(self.sink, key=m.key(), value=m.value() + f"@{txn}".encode(),
+                                       partition=m.partition())
+                offsets[m.partition()] = m.offset() + 1
+            self._producer.send_offsets_to_transaction(
+                [TopicPartition(self.source, p, o) for p, o in offsets.items()],
+                self._consumer.consumer_group_metadata(), 60)
+            if not abort:
+                self._end(self._producer.commit_transaction)
+                self.committed += 1
+                return
+        except KafkaException as exc:
+            error = exc.args[0]
+            if not error.txn_requires_abort():
+                self._fatal(f"transaction {txn}: {error}")
+                return
+        try:
+            with self._lock:
+                self.aborted_txns.add(txn)
+            # every record delivered before the abort: librdkafka may otherwise send EndTxn before its
+            # AddPartitionsToTxn is answered and fail fatally (librdkafka issue #4849; see checker.py)
+            self._producer.flush(60)
+            self._end(self._producer.abort_transaction)
+        except KafkaException as exc:
+            self._fatal(f"abort of transaction {txn}: {exc.args[0]}")
+            return
+        self._rewind()
+
+    def _end(self, end_transaction: Any) -> None:
+        """Commit or abort, again after each retriable error, for at most END_TXN_TIMEOUT_S."""
+        deadline = time.monotonic() + END_TXN_TIMEOUT_S
+        while True:
+            try:
+                end_transaction(max(1.0, min(30.0, deadline - time.monotonic())))
+                return
+            except KafkaException as exc:
+                if not exc.args[0].retriable() or time.monotonic() >= deadline or self._stop.is_set():
+                    raise
+
+    def _fatal(self, message: str) -> None:
+        """What an application does with a producer it cannot use: record why, make it anew (init_transactions
+        fences the old one and settles its open transaction), read again from the committed offsets."""
+        with self._lock:
+            self.errors.append(message)
+            # the outcome of the open transaction is unknown: its outputs may stay; the check allows either
+        try:
+            self._producer = self._new_producer()
+        except KafkaException as exc:
+            with self._lock:
+                self.errors.append(f"init_transactions after a fatal error: {exc.args[0]}")
+            time.sleep(1.0)
+            return
+        self._rewind()
+
+    def _rewind(self) -> None:
+        """Back to the group's committed offsets: what the aborted transaction read is read again. Where the
+        consumer cannot seek there, it is made anew: a new member starts from the committed offsets."""
+        try:
+            assignment = self._consumer.assignment()
+            if assignment:
+                for tp in self._consumer.committed(assignment, timeout=30):
+                    self._consumer.seek(TopicPartition(tp.topic, tp.partition, tp.offset if tp.offset >= 0 else 0))
+            return
+        except KafkaException:
+            pass
+        self._consumer.close()
+        self._consumer = Consumer(self._consumer_config)
+        self._consumer.subscribe([self.source])
+
+    def positions_committed(self) -> dict[int, int]:
+        """The group's committed offsets on the input topic (-1 where none)."""
+        probe = Consumer({"bootstrap.servers": self.bootstrap, "group.id": self.group, "log_level": 3,
+                          "broker.address.family": "v4", "enable.auto.commit": False})
+        try:
+            tps = probe.committed([TopicPartition(self.source, p) for p in range(self.partitions)], timeout=10)
+            return {tp.partition: tp.offset for tp in tps}
+        finally:
+            probe.close()
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join(END_TXN_TIMEOUT_S + 30)
+        if self._thread.is_alive():
+            raise AssertionError(f"the loop did not stop in {END_TXN_TIMEOUT_S + 30:.0f} s")
+
+    def check(self, bootstrap: str) -> list[str]:
+        source = read_partitions(bootstrap, self.source, self.partitions, timeout=120.0)
+        sink = read_partitions(bootstrap, self.sink, self.partitions, timeout=120.0,
+                               **{"isolation.level": "read_committed"})
+        problems = transform_anomalies(source, sink, self.positions_committed(), self.aborted_txns)
+        shown = problems[:10] + ([f"... {len(problems) - 10} more"] if len(problems) > 10 else [])
+        return [f"{self.name}: {p}" for p in shown] + [f"{self.name}: fatal error {e}" for e in self.errors]
+
+
+class GroupWorkload(Workload):
+    name = "group member"
+
+    def __init__(self, bootstrap: str, topic: str, partitions: int, group: str, run_s: float) -> None:
+        self.bootstrap, self.topic, self.partitions, self.group = bootstrap, topic, partitions, group
+        self.members = [ConsumerRecorder(bootstrap, [topic], group, max_seconds=run_s + 600, log_level=3)
+                        for _ in range(2)]
+        self.samples: list[tuple[float, dict[int, int]]] = []
+        self._stop = threading.Event()
+        self._lock = threading.Lock()
+        self._sampler = threading.Thread(target=self._sample, name="group-offsets", daemon=True)
+
+    def start(self) -> "GroupWorkload":
+        for member in self.members:
+            member.start()
+        self._sampler.start()
+        return self
+
+    def progress(self) -> int:
+        return sum(len(m.records) for m in self.members)
+
+    def committed_progress(self) -> int:
+        with self._lock:
+            return sum(max(o, 0) for o in self.samples[-1][1].values()) if self.samples else 0
+
+    def _sample(self) -> None:
+        probe = Consumer({"bootstrap.servers": self.bootstrap, "group.id": self.group, "log_level": 3,
+                          "broker.address.family": "v4", "enable.auto.commit": False})
+        tps = [TopicPartition(self.topic, p) for p in range(self.partitions)]
+        try:
+            while not self._stop.wait(1.0):
+                try:
+                    committed = probe.committed(tps, timeout=5)
+                except KafkaException:
+                    continue
+                with self._lock:
+                    self.samples.append((time.monotonic(), {tp.partition: tp.offset for tp in committed}))
+        finally:
+            probe.close()
+
+    def wait_committed(self, ends: dict[int, int], timeout: float) -> bool:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            with self._lock:
+                last = self.samples[-1][1] if self.samples else {}
+            if all(last.get(p, -1) >= end for p, end in ends.items()):
+                return True
+            time.sleep(0.5)
+        return False
+
+    def stop(self) -> None:
+        self._stop.set()
+        stuck = []
+        for member in self.members:
+            try:
+                member.stop(timeout=30)
+            except AssertionError:
+                stuck.append(member)
+        self._sampler.join(30)
+        if stuck:
+            raise AssertionError(f"{len(stuck)} group members did not stop in 30 s")
+
+    def check(self, bootstrap: str) -> list[str]:
+        read = read_partitions(bootstrap, self.topic, self.partitions, timeout=120.0)
+        given: dict[int, set[int]] = {p: set() for p in range(self.partitions)}
+        for member in self.members:
+            for p, o, _ in member.consumed(self.topic):
+                given[p].add(o)
+        problems = [f"{self.name}: {e}" for m in self.members for e in m.non_retriable_errors()]
+        problems += [f"{self.name}: {p}" for p in skipped_offsets(read, given, [c for _, c in self.samples])]
+        if not self.samples:
+            problems.append(f"{self.name}: the group's committed offsets were never read")
+        return problems
+
+
+def transform_anomalies(source: dict[int, list[tuple[int, bytes]]], sink: dict[int, list[tuple[int, bytes]]],
+                        committed: dict[int, int], aborted_txns: set[int]) -> list[str]:
+    """What is wrong with a consume-transform-produce run: `source` and `sink` read from their start (the sink
+    read_committed), `committed` the loop's group offsets on the source, `aborted_txns` the transactions it
+    aborted. Every input below the committed offset has exactly one output, in input order per partition; no
+    input at or past it has one; no output of an aborted transaction is visible. (Whether the loop read to the
+    end is liveness: nemesis.py's _finish waits for it.)"""
+    problems: list[str] = []
+    input_offset = {v: (p, o) for p, recs in source.items() for o, v in recs}
+    outputs: dict[bytes, int] = {}
+    for p, recs in sink.items():
+        last = -1
+        for _, value in recs:
+            original, _, txn = value.rpartition(b"@")
+            if int(txn) in aborted_txns:
+                problems.append(f"aborted output visible to read_committed: {value!r}")
+            outputs[original] = outputs.get(original, 0) + 1
+            where = input_offset.get(original)
+            if where is None or where[0] != p:
+                problems.append(f"output {value!r} in partition {p} has no input there")
+                continue
+            if where[1] <= last:
+                problems.append(f"output out of input order in partition {p}: {value!r}")
+            last = where[1]
+    for p, recs in source.items():
+        for offset, value in recs:
+            n = outputs.get(value, 0)
+            if offset < committed.get(p, -1) and n != 1:
+                problems.append(f"input {value!r} (partition {p} offset {offset}) has {n} committed outputs")
+            elif offset >= committed.get(p, -1) and n:
+                problems.append(f"input {value!r} past the committed offset {committed.get(p)} has an output")
+    return problems
+
+
+def skipped_offsets(read: dict[int, list[tuple[int, bytes]]], given: dict[int, set[int]],
+                    samples: list[dict[int, int]]) -> list[str]:
+    """Committed offsets (each sample of the group's) that pass a record of `read` no member was `given`."""
+    problems = []
+    highest = {p: max((c.get(p, -1) for c in samples), default=-1) for p in read}
+    for p, records in read.items():
+        skipped = [o for o, _ in records if o < highest[p] and o not in given.get(p, set())]
+        if skipped:
+            problems.append(f"committed offset {highest[p]} of partition {p} passes {len(skipped)} records no "
+                            f"member was given, e.g. offsets {skipped[:5]}")
+    return problems
+
+
+def compile_java_harness(work_dir: Path) -> tuple[list[str], str] | str:
+    """The JVM command prefix that runs tests/interop/java/OdradekClient.java against kafka-clients of the
+    reference install (`make reference`), and the client's version; or why it cannot run."""
+    from tests.interop.conftest import HARNESS_SRC, LOG4J2_STDERR, JavaClient, find_reference_jars
+    from tests.reference.conftest import load_launcher
+
+    ref = load_launcher()
+    status = ref.install_status()
+    if not status.installed:
+        return f"Apache Kafka's client is not installed: {status.reason}"
+    javac, java = shutil.which("javac"), shutil.which("java")
+    if javac is None or java is None:
+        return "javac/java not found"
+    jars = find_reference_jars(status.libs)
+    out_dir = work_dir / "java-classes"
+    out_dir.mkdir(parents=True, exist_ok=True)
+    done = subprocess.run([javac, "-nowarn", "-d", str(out_dir), "-cp", os.pathsep.join(map(str, jars)),
+                           str(HARNESS_SRC)], capture_output=True, text=True, timeout=300)
+    if done.returncode != 0:
+        return f"javac failed: {done.stderr[-500:]}"
+    log_config = out_dir / "log4j2.properties"
+    log_config.write_text(LOG4J2_STDERR)
+    client = JavaClient(out_dir, jars, java, jvm_options=(f"-Dlog4j2.configurationFile={log_config}",))
+    return client.command(()), ref.kafka_version()
+
+
+class JavaProducer(Workload):
+    name = "Java producer"
+
+    def __init__(self, command: list[str], bootstrap: str, topic: str, partitions: int, run_s: float,
+                 log_path: Path) -> None:
+        self.topic, self.partitions = topic, partitions
+        self.ledger = AckLedger()
+        n = int((run_s + 900) * 1000 / JAVA_INTERVAL_MS)
+        self._log = open(log_path, "w")
+        self.proc = subprocess.Popen([*command, "produce-load", bootstrap, topic, str(n), str(partitions),
+                                      str(JAVA_INTERVAL_MS)], stdout=subprocess.PIPE, stderr=self._log, text=True)
+        self._reader = threading.Thread(target=self._read, name="java-producer", daemon=True)
+        self._reader.start()
+
+    def _read(self) -> None:
+        assert self.proc.stdout is not None
+        for line in self.proc.stdout:
+            parts = line.rstrip("\n").split("\t")
+            if parts[0] == "ack" and len(parts) == 4:
+                self.ledger.add([(self.topic, int(parts[1]), int(parts[2]), None, f"load-{parts[3]}".encode())])
+            elif parts[0] == "error":
+                self.ledger.error(line.strip())
+
+    def progress(self) -> int:
+        return self.ledger.count()
+
+    def alive(self) -> bool:
+        return self.proc.poll() is None
+
+    def stop(self) -> None:
+        """Acknowledgements stop counting here: what was not acknowledged yet was never promised."""
+        if self.proc.poll() is None:
+            self.proc.kill()
+        self.proc.wait(30)
+        self._reader.join(10)
+        self._log.close()
+
+    def check(self, bootstrap: str) -> list[str]:
+        read = read_partitions(bootstrap, self.topic, self.partitions, timeout=120.0)
+        history = check_history(self.ledger.snapshot(), read, producer_errors=self.ledger.errors)
+        return [] if history.ok else [f"{self.name}: {history}"]
+
+
+__all__ = ["ABORT_EVERY", "GroupWorkload", "IdempotentWorkload", "JavaProducer", "TransformLoop", "Workload",
+           "compile_java_harness", "skipped_offsets", "transform_anomalies"]
