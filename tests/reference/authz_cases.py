@@ -25,12 +25,12 @@ import uuid
 from dataclasses import dataclass
 from typing import Any, Callable
 
+from tests.security.test_acls import USERS
+
 from .differential import record_batch
 
 Body = dict[str, Any]
-USERS = {"admin": "admin-pw", "alice": "alice-pw", "bob": "bob-pw"}
 PRINCIPALS = ("admin", "alice", "bob")
-JAAS_USERS = " ".join(f'user_{user}="{password}"' for user, password in USERS.items())
 
 # the shared resources, created by admin before the cases
 TOPICS = ("alice-data", "alice-denied", "secret", "bob-data")

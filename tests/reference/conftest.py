@@ -24,8 +24,9 @@ from typing import Iterator
 import pytest
 
 from tests.conftest import BrokerProcess, free_port
+from tests.security.test_acls import JAAS
 
-from .authz_cases import BROKER_NODE_ID, JAAS_USERS
+from .authz_cases import BROKER_NODE_ID
 
 LAUNCHER = Path(__file__).resolve().parents[2] / "reference" / "kafka.py"
 # The settings reference/kafka.py gives Kafka that odradek knows, given to odradek too: the same values, and
@@ -41,14 +42,6 @@ ODRADEK_SETTINGS = {"num.partitions": "1", "auto.create.topics.enable": "true", 
 SECURED_COMMON = {"sasl.enabled.mechanisms": "PLAIN", "transaction.state.log.num.partitions": "1",
                   "authorizer.class.name": "org.apache.kafka.metadata.authorizer.StandardAuthorizer",
                   "allow.everyone.if.no.acl.found": "false", "auto.create.topics.enable": "false"}
-
-
-# A start took over 60 s once with the machine's load average at 23 (several suites on two cores)
-SECURED_START_TIMEOUT_S = 120.0
-
-
-def plain_jaas(users: str) -> str:
-    return f"org.apache.kafka.common.security.plain.PlainLoginModule required {users};"
 
 
 def load_launcher() -> ModuleType:
@@ -104,31 +97,15 @@ def kafka_reference() -> Iterator:
 
 @pytest.fixture(scope="module")
 def secured_kafka() -> Iterator:
-    """Apache Kafka with a SASL_PLAINTEXT listener (PLAIN: admin, alice, bob) and the StandardAuthorizer; its
-    PLAINTEXT listeners (the controller's, and one for the launcher's readiness probe and the broker's own
-    requests) authenticate nobody, so ANONYMOUS is a super user there as the brokers' requests need.
-    `kafka.sasl_bootstrap` is where the cases go."""
-    port, sasl_port, controller_port = free_port(), free_port(), free_port()
-    settings = {**SECURED_COMMON,
-                "listeners": f"PLAINTEXT://127.0.0.1:{port},SASL_PLAINTEXT://127.0.0.1:{sasl_port},"
-                             f"CONTROLLER://127.0.0.1:{controller_port}",
-                "advertised.listeners": f"PLAINTEXT://127.0.0.1:{port},SASL_PLAINTEXT://127.0.0.1:{sasl_port}",
-                "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,SASL_PLAINTEXT:SASL_PLAINTEXT,"
-                                                  "CONTROLLER:PLAINTEXT",
-                "listener.name.sasl_plaintext.plain.sasl.jaas.config": plain_jaas(JAAS_USERS),
-                "super.users": "User:admin;User:ANONYMOUS"}
-    ref, libs = installed_launcher()
-    kafka = ref.KafkaReference(libs, port=port, controller_port=controller_port, settings=settings)
-    kafka.sasl_bootstrap = f"127.0.0.1:{sasl_port}"
-    try:
-        kafka.start(timeout=SECURED_START_TIMEOUT_S)
-    except RuntimeError as exc:
-        kafka.stop()
-        pytest.fail(f"Apache Kafka {ref.kafka_version()} (secured) did not start: {exc}")
-    report_line({"kafka_version": ref.kafka_version(), "kafka_start_seconds": round(kafka.start_seconds, 2),
-                 "secured": True})
-    yield kafka
-    kafka.stop()
+    """Apache Kafka with a SASL_PLAINTEXT listener (PLAIN: admin, alice, bob) and the StandardAuthorizer
+    (tests/security/secured_kafka.py), with the settings the secured odradek shares. `kafka.sasl_bootstrap` is
+    where the cases go."""
+    from tests.security.secured_kafka import secured_kafka as start_secured_kafka
+
+    for kafka in start_secured_kafka(SECURED_COMMON):
+        report_line({"kafka_version": load_launcher().kafka_version(),
+                     "kafka_start_seconds": round(kafka.start_seconds, 2), "secured": True})
+        yield kafka
 
 
 @pytest.fixture(scope="module")
@@ -139,7 +116,7 @@ def secured_odradek(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Broker
     broker = BrokerProcess(tmp_path_factory.mktemp("odradek-authz") / "data", {
         **ODRADEK_SETTINGS, **SECURED_COMMON, "node.id": str(BROKER_NODE_ID),
         "listeners": f"PLAINTEXT://127.0.0.1:{plain},SASL_PLAINTEXT://127.0.0.1:{sasl}",
-        "listener.name.sasl_plaintext.plain.sasl.jaas.config": plain_jaas(JAAS_USERS),
+        "listener.name.sasl_plaintext.plain.sasl.jaas.config": JAAS,
         "super.users": "User:admin"}, port=plain)
     broker.sasl_bootstrap = f"127.0.0.1:{sasl}"
     broker.start()

@@ -21,16 +21,20 @@ from tests.reference.conftest import _unavailable, load_launcher
 from tests.security.test_acls import JAAS
 
 SASL_LISTENER = "SASL_PLAINTEXT"
+# A start took over 60 s once with the machine's load average at 23 (several suites on two cores)
+START_TIMEOUT_S = 120.0
 
 
 class SecuredKafka:
-    """One Kafka process with a PLAIN SASL listener and ACLs on; `sasl` is that listener's port."""
+    """One Kafka process with a PLAIN SASL listener and ACLs on; `sasl` is that listener's port and
+    `sasl_bootstrap` its address. ``settings`` add to (or replace) the secured ones."""
 
-    def __init__(self) -> None:
+    def __init__(self, settings: dict[str, str] | None = None) -> None:
         ref = load_launcher()
         self.sasl = ref.free_port()
+        self.sasl_bootstrap = f"127.0.0.1:{self.sasl}"
         port, controller = ref.free_port(), ref.free_port()
-        settings = {
+        secured = {
             "listeners": f"PLAINTEXT://127.0.0.1:{port},{SASL_LISTENER}://127.0.0.1:{self.sasl},"
                          f"CONTROLLER://127.0.0.1:{controller}",
             "advertised.listeners": f"PLAINTEXT://127.0.0.1:{port},{SASL_LISTENER}://127.0.0.1:{self.sasl}",
@@ -43,10 +47,14 @@ class SecuredKafka:
             "allow.everyone.if.no.acl.found": "false",
             "auto.create.topics.enable": "false",
         }
-        self.kafka = ref.KafkaReference(port=port, controller_port=controller, settings=settings)
+        self.kafka = ref.KafkaReference(port=port, controller_port=controller, settings={**secured, **(settings or {})})
 
-    def start(self) -> "SecuredKafka":
-        self.kafka.start()
+    @property
+    def start_seconds(self) -> float:
+        return self.kafka.start_seconds
+
+    def start(self, timeout: float = START_TIMEOUT_S) -> "SecuredKafka":
+        self.kafka.start(timeout=timeout)
         return self
 
     def stop(self) -> None:
@@ -56,7 +64,7 @@ class SecuredKafka:
         return self.kafka.log_tail()
 
 
-def secured_kafka() -> Iterator[SecuredKafka]:
+def secured_kafka(settings: dict[str, str] | None = None) -> Iterator[SecuredKafka]:
     """A generator for a fixture: a started SecuredKafka, stopped afterwards."""
     ref = load_launcher()
     status = ref.install_status()
@@ -64,11 +72,11 @@ def secured_kafka() -> Iterator[SecuredKafka]:
         _unavailable(status.reason, status.unreachable)
     if shutil.which("java") is None:
         _unavailable("java not found (tools/install-system-deps.sh installs a JDK)")
-    kafka = SecuredKafka()
+    kafka = SecuredKafka(settings)
     try:
         kafka.start()
     except RuntimeError as exc:
         kafka.stop()
-        pytest.fail(f"the secured Kafka did not start: {exc}")
+        pytest.fail(f"Apache Kafka {ref.kafka_version()} (secured) did not start: {exc}")
     yield kafka
     kafka.stop()
