@@ -214,3 +214,34 @@ def test_idle_connections_are_closed(broker07_factory) -> None:
         client.close()
         silent.close()
         stalled.close()
+
+
+def test_large_frames_take_the_request_memory_budget(broker07_factory) -> None:
+    """Connections that announce large 0.7 frames and send part of them hold at most queued.max.request.bytes
+    between them (plus what each stream buffers), not what they sent; a small request is served meanwhile."""
+    from tests.security.test_request_memory import rss_bytes
+
+    mb = 1 << 20
+    broker = broker07_factory(**{"queued.max.request.bytes": str(4 * mb), "socket.request.max.bytes": str(64 * mb)})
+    pid = broker.process.proc.pid
+    client = Client07("127.0.0.1", broker.kafka07_port)
+    hostile: list[socket.socket] = []
+    try:
+        assert client.offsets("budget07", 0, -1, 1) is not None
+        before = rss_bytes(pid)
+        for _ in range(60):
+            sock = socket.create_connection(("127.0.0.1", broker.kafka07_port), timeout=10)
+            sock.setblocking(False)
+            hostile.append(sock)
+            try:
+                sock.send(struct.pack(">i", 50 * mb) + bytes(2 * mb))  # as much as the kernel takes
+            except BlockingIOError:
+                pass
+        assert client.offsets("budget07", 0, -1, 1) is not None  # small requests need no budget
+        grown = rss_bytes(pid) - before
+        # without the budget they held 64 MiB here, with it 17 MiB (its 4 MiB, each stream's buffer, the chunks)
+        assert grown < 40 * mb, f"RSS grew by {grown / mb:.0f} MiB"
+    finally:
+        client.close()
+        for sock in hostile:
+            sock.close()

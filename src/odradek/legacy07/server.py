@@ -12,6 +12,10 @@ client's address, which the authorizer judges each request by (service.py). A pr
 connection.
 With `zookeeper.connect` set, the first KAFKA07 listener is also registered for 0.7 clients (registry.py).
 
+Strangers get what the Kafka listeners give them: a large frame's body takes `queued.max.request.bytes`
+(the budget the Kafka listeners share, net/framing.py) as its bytes arrive, and reading stops while the budget
+is spent; `connections.max.idle.ms` closes a connection that starts no frame, or stalls inside one, that long.
+
 Concurrency: owned by the event loop.
 """
 
@@ -23,6 +27,7 @@ import logging
 import struct
 
 from odradek.broker.core import Broker
+from odradek.net.framing import OWN_BUFFER_MIN, RequestMemory
 from odradek.net.listeners import Listener
 
 from .codec import InvalidMessage, MalformedRequest
@@ -32,14 +37,16 @@ from .service import Identity, Kafka07Service, ProduceRefused
 log = logging.getLogger(__name__)
 
 _LENGTH = struct.Struct(">i")
+_CHUNK = 256 * 1024  # a large frame's body is read (and its memory taken) this much at a time
 
 
 class Kafka07Server:
     """The broker's KAFKA07 listeners, their connections and their ZooKeeper registry."""
 
-    def __init__(self, broker: Broker, listeners: tuple[Listener, ...]) -> None:
+    def __init__(self, broker: Broker, listeners: tuple[Listener, ...], memory: RequestMemory | None = None) -> None:
         self.broker = broker
         self.listeners = listeners
+        self.memory = memory  # queued.max.request.bytes, shared with the Kafka listeners (net/framing.py)
         # the magic each listener serves (legacy.message.magic, per listener)
         self.magics = {b.name: int(broker.config.for_listener(b.name, "legacy.message.magic")) for b in listeners}
         # the principal each listener's connections act as (legacy.principal, per listener)
@@ -108,9 +115,25 @@ class Kafka07Server:
                 if not 2 <= length <= self.max_request:
                     log.info("0.7 connection %s: frame of %d bytes, closing", peer, length)
                     return
-                frame = await asyncio.wait_for(reader.readexactly(length), idle_s)
-                await self.broker.until_cluster_known()  # as the Kafka listeners do (Broker.knows_cluster)
-                response = await self.service.handle(frame, identity, magic)
+                held = 0
+                try:
+                    if self.memory is None or length < OWN_BUFFER_MIN:
+                        frame = await asyncio.wait_for(reader.readexactly(length), idle_s)
+                    else:  # taken from the budget as its bytes arrive, not as announced
+                        body = bytearray()
+                        while len(body) < length:
+                            chunk = min(length - len(body), _CHUNK)
+                            await self.memory.reserve(chunk)
+                            held += chunk
+                            body += await asyncio.wait_for(reader.readexactly(chunk), idle_s)
+                        frame = bytes(body)
+                        del body
+                    await self.broker.until_cluster_known()  # as the Kafka listeners do (Broker.knows_cluster)
+                    response = await self.service.handle(frame, identity, magic)
+                    del frame
+                finally:
+                    if held:
+                        self.memory.give_back(held)
                 if response is not None:
                     writer.write(response)
                     await writer.drain()

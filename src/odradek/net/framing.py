@@ -69,6 +69,13 @@ class RequestMemory:
     def when_available(self, callback: Callable[[], None]) -> None:
         self._waiting.append(callback)
 
+    async def reserve(self, nbytes: int) -> None:
+        """Take ``nbytes``, waiting for memory to be given back while they do not fit (for stream readers)."""
+        while not self.take(nbytes):
+            waiter = asyncio.get_running_loop().create_future()
+            self.when_available(lambda: waiter.done() or waiter.set_result(None))
+            await waiter
+
 
 class FrameReader:
     def __init__(self, max_frame_bytes: int, memory: RequestMemory | None = None) -> None:

@@ -77,7 +77,7 @@ async def serve(broker: Broker, tls: dict[str, TlsListener], sasl: dict[str, Sas
         metrics_server = MetricsServer(broker.metrics, *parse_listen(broker.config.get("metrics.listen")))
         await metrics_server.start()
     servers = []
-    kafka07 = Kafka07Server(broker, broker.listeners.legacy07) if broker.listeners.legacy07 else None
+    kafka07 = Kafka07Server(broker, broker.listeners.legacy07, memory) if broker.listeners.legacy07 else None
     try:
         if kafka07 is not None:  # the Kafka 0.7 protocol: a server of its own (legacy07/)
             await kafka07.start()
