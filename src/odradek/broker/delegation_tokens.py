@@ -15,6 +15,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from odradek.protocol.errors import ErrorCode
+
 if TYPE_CHECKING:
     from odradek.broker.core import RequestContext
 
@@ -38,3 +40,12 @@ def token_requests_allowed(ctx: "RequestContext") -> bool:
     if protocol == "PLAINTEXT":
         return False
     return not (protocol == "SSL" and ctx.connection.principal == ANONYMOUS)
+
+
+def expiry_answer(ctx: "RequestContext") -> dict:
+    """The answer to RenewDelegationToken and ExpireDelegationToken, whose responses are alike (an error and
+    an expiry time): -1 where the broker refuses to look, 0 where tokens are off."""
+    if not token_requests_allowed(ctx):
+        return {"error_code": ErrorCode.DELEGATION_TOKEN_REQUEST_NOT_ALLOWED, "expiry_timestamp_ms": ERROR_TIMESTAMP,
+                "throttle_time_ms": 0}
+    return {"error_code": ErrorCode.DELEGATION_TOKEN_AUTH_DISABLED, "expiry_timestamp_ms": 0, "throttle_time_ms": 0}

@@ -8,15 +8,11 @@ Gaps: tokens are not implemented.
 """
 
 from odradek.broker.core import RequestContext
-from odradek.broker.delegation_tokens import ERROR_TIMESTAMP, token_requests_allowed
+from odradek.broker.delegation_tokens import expiry_answer
 from odradek.broker.registry import handler
 from odradek.protocol.api_keys import ApiKey
-from odradek.protocol.errors import ErrorCode
 
 
 @handler(ApiKey.EXPIRE_DELEGATION_TOKEN, 1, 2)
 def expire_delegation_token(ctx: RequestContext, request: dict) -> dict:
-    if not token_requests_allowed(ctx):
-        return {"error_code": ErrorCode.DELEGATION_TOKEN_REQUEST_NOT_ALLOWED, "expiry_timestamp_ms": ERROR_TIMESTAMP,
-                "throttle_time_ms": 0}
-    return {"error_code": ErrorCode.DELEGATION_TOKEN_AUTH_DISABLED, "expiry_timestamp_ms": 0, "throttle_time_ms": 0}
+    return expiry_answer(ctx)
