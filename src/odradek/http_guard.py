@@ -27,6 +27,7 @@ Errors are JSON in each service's own shape (`error_body`). Not thread-safe; run
 from __future__ import annotations
 
 import argparse
+import asyncio
 import base64
 import getpass
 import hashlib
@@ -259,9 +260,8 @@ class HttpGuard:
         key = hmac.new(self._cache_key, f"{user}\0{password}\0{stored}".encode(), hashlib.sha256).digest()
         if key in self._verified:
             return True
-        from anyio import to_thread  # PBKDF2 takes a tenth of a second: off the event loop
-
-        if not await to_thread.run_sync(password_matches, stored, password):
+        # PBKDF2 takes a tenth of a second: off the event loop
+        if not await asyncio.to_thread(password_matches, stored, password):
             return False
         self._verified[key] = None
         while len(self._verified) > VERIFIED_CACHE_SIZE:

@@ -141,7 +141,11 @@ def test_stop_frees_the_port(zookeeper: ZooKeeperServer):
     assert zookeeper.stop() is None  # a second stop is a no-op
     assert four_letter_word("127.0.0.1", port, "ruok") == ""
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        # connections the server closed leave TIME_WAIT entries on its port, which SO_REUSEADDR passes over;
+        # a socket still listening there does not (CI failed once on TIME_WAIT alone)
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         s.bind(("127.0.0.1", port))  # raises if the server still held it
+        s.listen()
 
 
 def test_context_manager_starts_and_stops(zookeeper_factory):
