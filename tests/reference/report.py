@@ -22,23 +22,28 @@ HERE = Path(__file__).resolve().parent
 REPO = HERE.parents[1]
 
 
-def run(keyword: str | None) -> list[dict]:
+def run(keyword: str | None, test_file: str = "test_differential.py") -> list[dict]:
+    """Run ``test_file`` (a suite of this directory) with pytest and return the JSON lines its tests wrote."""
     import pytest
 
     fd, path = tempfile.mkstemp(prefix="odradek-differential-", suffix=".jsonl")
     os.close(fd)
     os.environ["ODRADEK_DIFFERENTIAL_REPORT"] = path
-    args = ["-q", "--tb=no", "-rs", "-p", "no:cacheprovider", "--rootdir", str(REPO),
-            str(HERE / "test_differential.py")]
+    args = ["-q", "--tb=no", "-rs", "-p", "no:cacheprovider", "--rootdir", str(REPO), str(HERE / test_file)]
     if keyword:
         args += ["-k", keyword]
     os.chdir(REPO)
     sys.path.insert(0, str(REPO))  # `tests.conftest`, as under `python -m pytest` from the repository
     pytest.main(args)
     try:
-        return [json.loads(line) for line in Path(path).read_text().splitlines() if line.strip()]
+        return read(Path(path))
     finally:
         os.unlink(path)
+
+
+def read(path: Path) -> list[dict]:
+    """The records of a report written before (JSON lines)."""
+    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
 
 
 def plain(records: list[dict], show_all: bool = False) -> str:

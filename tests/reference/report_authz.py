@@ -13,39 +13,15 @@ report written before instead of running. Exit code 0 whether or not cases diffe
 from __future__ import annotations
 
 import argparse
-import json
-import os
 import sys
-import tempfile
 from pathlib import Path
 
-from .report import cell
-
-HERE = Path(__file__).resolve().parent
-REPO = HERE.parents[1]
+from . import report
+from .report import cell, read
 
 
 def run(keyword: str | None) -> list[dict]:
-    import pytest
-
-    fd, path = tempfile.mkstemp(prefix="odradek-authz-", suffix=".jsonl")
-    os.close(fd)
-    os.environ["ODRADEK_DIFFERENTIAL_REPORT"] = path
-    args = ["-q", "--tb=no", "-rs", "-p", "no:cacheprovider", "--rootdir", str(REPO),
-            str(HERE / "test_authz_differential.py")]
-    if keyword:
-        args += ["-k", keyword]
-    os.chdir(REPO)
-    sys.path.insert(0, str(REPO))
-    pytest.main(args)
-    try:
-        return read(Path(path))
-    finally:
-        os.unlink(path)
-
-
-def read(path: Path) -> list[dict]:
-    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+    return report.run(keyword, "test_authz_differential.py")
 
 
 def counts(cases: list[dict]) -> tuple[int, int, int, int]:
