@@ -283,7 +283,7 @@ def test_references_provide_named_types() -> None:
 
 
 def test_state_resolves_avro_references() -> None:
-    from odradek.registry.formats import Reference
+    from odradek.registry.schema import Reference
 
     s = State()
     address = json.dumps({"type": "record", "name": "Address", "fields": [f("zip", "string")]})

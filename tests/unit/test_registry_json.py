@@ -10,7 +10,7 @@ import pytest
 pytest.importorskip("jsonschema")
 
 from odradek.registry import compatibility, errors, jsonschema_format as js  # noqa: E402
-from odradek.registry.formats import InvalidSchema, Reference  # noqa: E402
+from odradek.registry.schema import InvalidSchema, Reference  # noqa: E402
 from odradek.registry.state import State  # noqa: E402
 
 

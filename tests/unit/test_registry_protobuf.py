@@ -11,7 +11,7 @@ pytest.importorskip("google.protobuf")
 pytest.importorskip("grpc_tools")
 
 from odradek.registry import compatibility, protobuf_format as pf  # noqa: E402
-from odradek.registry.formats import InvalidSchema  # noqa: E402
+from odradek.registry.schema import InvalidSchema  # noqa: E402
 
 
 def proto(body: str, syntax: str = "proto3", package: str = "test", refs: tuple = ()) -> pf.ProtobufSchema:

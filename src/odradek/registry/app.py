@@ -38,7 +38,7 @@ from starlette.responses import Response
 from starlette.routing import Route
 
 from odradek.registry import errors
-from odradek.registry.formats import SCHEMA_TYPES, Reference
+from odradek.registry.schema import SCHEMA_TYPES, Reference
 from odradek.registry.state import State, Version, parse_references
 from odradek.registry.store import Store
 

@@ -19,7 +19,7 @@ from typing import Any, ClassVar
 import fastavro
 from fastavro.schema import SchemaParseException, UnknownType
 
-from odradek.registry.formats import InvalidSchema, Resolved, load_json_schema
+from odradek.registry.schema import InvalidSchema, Resolved, load_json_schema
 
 PRIMITIVES = frozenset({"null", "boolean", "int", "long", "float", "double", "bytes", "string"})
 NAMED = frozenset({"record", "error", "enum", "fixed"})

@@ -11,7 +11,8 @@ from __future__ import annotations
 
 from typing import Sequence
 
-from odradek.registry.formats import ParsedSchema, format_of
+from odradek.registry.formats import format_of
+from odradek.registry.schema import ParsedSchema
 
 LEVELS = ("BACKWARD", "BACKWARD_TRANSITIVE", "FORWARD", "FORWARD_TRANSITIVE", "FULL", "FULL_TRANSITIVE", "NONE")
 DEFAULT_LEVEL = "BACKWARD"

@@ -8,95 +8,17 @@ A format turns schema text, plus the schemas its references name, into a parsed 
 * `read_problems(reader, writer)`: why data written with `writer` is not acceptable to `reader` (empty when
   it is). The compatibility levels are built on this one question, whatever the format.
 
-Each format module documents which of its rules are implemented.
+Each format module documents which of its rules are implemented; what they share (errors, limits,
+references) is schema.py's.
 """
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
-from typing import Any, Callable, ClassVar, Protocol, Sequence
+from typing import Any, Callable
 
-# Limits of a schema, so that a hostile one is answered 42201 rather than exhausting the stack or the memory
-# (docs/schema-registry.md). Deeper than any schema written by hand: a record nested in a record is three
-# JSON levels (object, fields list, field object).
-MAX_SCHEMA_DEPTH = 100
-# entries of one JSON object or array: fields of a record, symbols of an enum, branches of a union, ...
-MAX_SCHEMA_ENTRIES = 10_000
-# a registered schema is one record of the registry's topic, whose records Kafka caps at 1 MiB by default
-# (message.max.bytes): larger text could not be stored
-MAX_SCHEMA_CHARS = 900_000
-
-# Confluent's order, which GET /schemas/types answers with.
-SCHEMA_TYPES = ("JSON", "PROTOBUF", "AVRO")
-
-
-class InvalidSchema(ValueError):
-    """The text is not a valid schema of its type, or a reference cannot be resolved (the registry answers
-    42201)."""
-
-
-class SchemaTooLarge(InvalidSchema):
-    """The schema passes a limit above (also answered 42201, with the limit in the message)."""
-
-
-def check_size(text: str) -> None:
-    if len(text) > MAX_SCHEMA_CHARS:
-        raise SchemaTooLarge(f"Invalid schema: {len(text)} characters, more than the {MAX_SCHEMA_CHARS} a "
-                             "schema may have")
-
-
-def load_json_schema(text: str) -> Any:
-    """The JSON of a schema (Avro, JSON Schema), checked against the limits without recursion: its depth
-    and the entries of each object and array. InvalidSchema when it is not JSON or passes a limit."""
-    check_size(text)
-    try:
-        document = json.loads(text)
-    except (TypeError, ValueError) as exc:
-        raise InvalidSchema(f"Invalid schema: not JSON: {exc}") from None
-    except RecursionError:  # json's scanner stops at the interpreter's recursion limit
-        raise SchemaTooLarge(f"Invalid schema: nested deeper than {MAX_SCHEMA_DEPTH} levels") from None
-    pending: list[tuple[Any, int]] = [(document, 1)]
-    while pending:
-        node, depth = pending.pop()
-        if isinstance(node, dict):
-            children: Any = node.values()
-        elif isinstance(node, list):
-            children = node
-        else:
-            continue
-        if depth > MAX_SCHEMA_DEPTH:
-            raise SchemaTooLarge(f"Invalid schema: nested deeper than {MAX_SCHEMA_DEPTH} levels")
-        if len(children) > MAX_SCHEMA_ENTRIES:
-            raise SchemaTooLarge(f"Invalid schema: {len(children)} entries in one object or array (fields, "
-                                 f"symbols, branches, ...), more than {MAX_SCHEMA_ENTRIES}")
-        pending.extend((child, depth + 1) for child in children if isinstance(child, (dict, list)))
-    return document
-
-
-@dataclass(frozen=True)
-class Reference:
-    """One entry of a registration's `references`: the schema registered as `subject` version `version`,
-    known inside the referring schema by `name` (an Avro type's file, a JSON Schema `$ref`, a Protobuf
-    `import`)."""
-
-    name: str
-    subject: str
-    version: int
-
-    def as_json(self) -> dict[str, Any]:
-        return {"name": self.name, "subject": self.subject, "version": self.version}
-
-
-class ParsedSchema(Protocol):
-    schema_type: ClassVar[str]  # "AVRO", "JSON" or "PROTOBUF"
-
-    @property
-    def identity(self) -> str: ...
-
-
-# name given by the referring schema -> the referenced schema, already parsed (with its own references)
-Resolved = Sequence[tuple[str, Any]]
+from odradek.registry import avro, jsonschema_format, protobuf_format
+from odradek.registry.schema import SCHEMA_TYPES, InvalidSchema, Resolved
 
 
 @dataclass(frozen=True)
@@ -110,14 +32,10 @@ class Format:
 
 def format_of(schema_type: str) -> Format:
     """The format of a `schemaType`; InvalidSchema for an unknown one."""
-    # imported here: each format pulls in its own parsing library, and avro.py imports this module
     if schema_type == "AVRO":
-        from odradek.registry import avro
         return Format("AVRO", avro.parse, avro.read_problems)
     if schema_type == "JSON":
-        from odradek.registry import jsonschema_format
         return Format("JSON", jsonschema_format.parse, jsonschema_format.read_problems)
     if schema_type == "PROTOBUF":
-        from odradek.registry import protobuf_format
         return Format("PROTOBUF", protobuf_format.parse, protobuf_format.read_problems, protobuf_format.render)
     raise InvalidSchema(f"Invalid schema type {schema_type!r}: expected one of {', '.join(SCHEMA_TYPES)}")

@@ -49,7 +49,7 @@ from urllib.parse import unquote
 import jsonschema
 from jsonschema.exceptions import SchemaError
 
-from odradek.registry.formats import InvalidSchema, Resolved, load_json_schema
+from odradek.registry.schema import InvalidSchema, Resolved, load_json_schema
 
 # keywords that only need to be equal in reader and writer (their compatibility is not worked out)
 EQUAL_ONLY = ("not", "if", "then", "else", "patternProperties", "dependencies", "dependentRequired",

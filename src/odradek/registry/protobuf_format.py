@@ -45,7 +45,7 @@ import threading
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
-from odradek.registry.formats import InvalidSchema, Resolved, check_size
+from odradek.registry.schema import InvalidSchema, Resolved, check_size
 
 # Scalars that read each other's encoding (same wire type and value interpretation up to truncation).
 WIRE_GROUPS = [{"int32", "uint32", "int64", "uint64", "bool"}, {"sint32", "sint64"}, {"fixed32", "sfixed32"},

@@ -27,7 +27,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from odradek.registry import compatibility, errors
-from odradek.registry.formats import InvalidSchema, ParsedSchema, Reference, format_of
+from odradek.registry.formats import format_of
+from odradek.registry.schema import InvalidSchema, ParsedSchema, Reference
 
 MODES = ("READWRITE", "READONLY", "IMPORT")
 MAX_VERSION = 2**31 - 1
