@@ -44,14 +44,21 @@ import hmac
 import re
 import secrets
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Protocol
+from typing import Protocol
 
 from odradek.config import BrokerConfig, ConfigError
 # the entry syntax (key="value", \" escaping) is the one the server side reads its JAAS users with
 from odradek.net.sasl import _JAAS_ENTRY, MAX_ITERATIONS, MIN_ITERATIONS, SCRAM_MECHANISMS, ScramCredential
 
-if TYPE_CHECKING:
-    from odradek.net.listeners import Listener
+
+class SaslListener(Protocol):
+    """What the inter-broker login needs of a listener (net/listeners.py's Listener is one)."""
+
+    name: str
+
+    @property
+    def uses_sasl(self) -> bool: ...
+
 
 # what brokers can log in to each other with (OAUTHBEARER would need a token of the broker's own to send)
 INTER_BROKER_MECHANISMS = ("PLAIN", *SCRAM_MECHANISMS)
@@ -96,7 +103,7 @@ def parse_jaas_options(text: str) -> dict[str, str]:
     return {key: value.replace('\\"', '"') for key, value in _JAAS_ENTRY.findall(text)}
 
 
-def inter_broker_sasl(config: BrokerConfig, listener: "Listener") -> SaslClientSettings | None:
+def inter_broker_sasl(config: BrokerConfig, listener: SaslListener) -> SaslClientSettings | None:
     """This broker's login to the other brokers' ``listener`` (the inter-broker one); None if it does not use
     SASL. ConfigError, at start, for a mechanism odradek cannot log in with, one the listener does not
     enable, or a JAAS config without the broker's own username and password."""
