@@ -19,16 +19,13 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from typing import TYPE_CHECKING
 
 from odradek.cluster import zk_layout as L
 from odradek.cluster.controller.election import controlled_shutdown_election, isr_without
 from odradek.cluster.controller.requests import RequestBatch
+from odradek.cluster.controller.steps import ControllerSteps
 from odradek.cluster.zk_layout import BrokerRegistration, PartitionState
 from odradek.protocol.errors import ErrorCode
-
-if TYPE_CHECKING:
-    from odradek.cluster.controller.controller import Controller
 
 log = logging.getLogger(__name__)
 
@@ -41,9 +38,9 @@ class ShutdownRefused(Exception):
         self.error_code = error_code
 
 
-async def on_brokers_changed(ctl: "Controller") -> None:
+async def on_brokers_changed(ctl: ControllerSteps) -> None:
     ctx = ctl.ctx
-    ids = [int(i) for i in await ctl.zk.children(L.BROKER_IDS, ctl._brokers_watch)]
+    ids = [int(i) for i in await ctl.zk.children(L.BROKER_IDS, ctl.brokers_watch)]
     found = await asyncio.gather(*(ctl.zk.get_or_none(L.broker_path(i)) for i in ids))
     current = {i: L.decode_broker(i, f[0], f[1].czxid) for i, f in zip(ids, found) if f is not None}
     gone = {b for b, reg in ctx.brokers.items() if b not in current or current[b].epoch != reg.epoch}
@@ -54,7 +51,7 @@ async def on_brokers_changed(ctl: "Controller") -> None:
         await brokers_started(ctl, started)
 
 
-async def brokers_gone(ctl: "Controller", gone: set[int]) -> None:
+async def brokers_gone(ctl: ControllerSteps, gone: set[int]) -> None:
     ctx = ctl.ctx
     log.info("controller: broker(s) %s gone", sorted(gone))
     for broker_id in gone:
@@ -69,7 +66,7 @@ async def brokers_gone(ctl: "Controller", gone: set[int]) -> None:
     batch.send(ctl.channel)
 
 
-async def leave_isr(ctl: "Controller", batch: RequestBatch, gone: set[int],
+async def leave_isr(ctl: ControllerSteps, batch: RequestBatch, gone: set[int],
                     partitions: list[TopicPartition] | None = None) -> None:
     """Remove the ``gone`` replicas from the ISR of every partition whose live leader keeps leading (a
     partition they led was elected anew already). The leader epoch goes up, as Kafka's controller does."""
@@ -86,7 +83,7 @@ async def leave_isr(ctl: "Controller", batch: RequestBatch, gone: set[int],
     await ctl.decide_and_write(batch, partitions if partitions is not None else ctx.partitions(), decide)
 
 
-async def brokers_started(ctl: "Controller", started: dict[int, BrokerRegistration]) -> None:
+async def brokers_started(ctl: ControllerSteps, started: dict[int, BrokerRegistration]) -> None:
     ctx = ctl.ctx
     log.info("controller: broker(s) %s registered", sorted(started))
     for broker_id, reg in started.items():
@@ -105,7 +102,7 @@ async def brokers_started(ctl: "Controller", started: dict[int, BrokerRegistrati
     batch.send(ctl.channel)
 
 
-async def controlled_shutdown(ctl: "Controller", broker_id: int, broker_epoch: int) -> list[TopicPartition]:
+async def controlled_shutdown(ctl: ControllerSteps, broker_id: int, broker_epoch: int) -> list[TopicPartition]:
     """Move leadership off ``broker_id``; returns the partitions it still leads (it alone can)."""
     ctx = ctl.ctx
     reg = ctx.brokers.get(broker_id)

@@ -164,12 +164,12 @@ class Controller:
             self.channel.add_broker(reg)
         for gone in self.channel.broker_ids - set(ctx.brokers):  # a resync: they left meanwhile
             self.channel.remove_broker(gone)
-        await self.zk.children(L.BROKER_IDS, self._brokers_watch)
-        await self.zk.children(L.TOPICS, self._topics_watch)
-        await self.zk.children(L.DELETE_TOPICS, self._deletions_watch)
+        await self.zk.children(L.BROKER_IDS, self.brokers_watch)
+        await self.zk.children(L.TOPICS, self.topics_watch)
+        await self.zk.children(L.DELETE_TOPICS, self.deletions_watch)
         await self.zk.children(L.ISR_CHANGES, self._isr_watch)
         for topic in ctx.topics:
-            await self.zk.exists(L.topic_path(topic), self._topic_watch)
+            await self.zk.exists(L.topic_path(topic), self.topic_watch)
             self.post(lambda topic=topic: topic_changes.on_topic_modified(self, topic))  # grown meanwhile?
         batch = self.batch()
         await self.start_new_partitions(batch, [tp for tp in ctx.partitions() if tp not in ctx.states])
@@ -195,17 +195,17 @@ class Controller:
 
     # -- watches (they post events) ---------------------------------------------------------------------
 
-    def _brokers_watch(self, event) -> None:
+    def brokers_watch(self, event) -> None:
         self.post(lambda: broker_changes.on_brokers_changed(self))
 
-    def _topics_watch(self, event) -> None:
+    def topics_watch(self, event) -> None:
         self.post(lambda: topic_changes.on_topics_changed(self))
 
-    def _topic_watch(self, event) -> None:
+    def topic_watch(self, event) -> None:
         topic = event.path.rsplit("/", 1)[-1]
         self.post(lambda: topic_changes.on_topic_modified(self, topic))
 
-    def _deletions_watch(self, event) -> None:
+    def deletions_watch(self, event) -> None:
         self.post(lambda: topic_changes.on_deletions(self))
 
     def _isr_watch(self, event) -> None:

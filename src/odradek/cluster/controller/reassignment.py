@@ -26,15 +26,12 @@ Not thread-safe; owned by the event loop (the controller's queue).
 from __future__ import annotations
 
 import logging
-from typing import TYPE_CHECKING
 
 from odradek.cluster import zk_layout as L
 from odradek.cluster.controller.requests import RequestBatch
+from odradek.cluster.controller.steps import ControllerSteps
 from odradek.cluster.zk_layout import PartitionState, TopicAssignment
 from odradek.protocol.errors import ErrorCode
-
-if TYPE_CHECKING:
-    from odradek.cluster.controller.controller import Controller
 
 log = logging.getLogger(__name__)
 
@@ -56,7 +53,7 @@ def validate_target(replicas: list[int], live: set[int]) -> Outcome | None:
     return None
 
 
-async def alter(ctl: "Controller", wanted: dict[TopicPartition, list[int] | None]) -> dict[TopicPartition, Outcome]:
+async def alter(ctl: ControllerSteps, wanted: dict[TopicPartition, list[int] | None]) -> dict[TopicPartition, Outcome]:
     """AlterPartitionReassignments: start (a target) or cancel (None) each partition's reassignment."""
     ctx = ctl.ctx
     out: dict[TopicPartition, Outcome] = {}
@@ -90,7 +87,7 @@ async def alter(ctl: "Controller", wanted: dict[TopicPartition, list[int] | None
 Ongoing = tuple[list[int], list[int], list[int]]  # (replicas, adding, removing)
 
 
-def ongoing(ctl: "Controller", partitions: list[TopicPartition] | None) -> dict[TopicPartition, Ongoing]:
+def ongoing(ctl: ControllerSteps, partitions: list[TopicPartition] | None) -> dict[TopicPartition, Ongoing]:
     """ListPartitionReassignments: (replicas, adding, removing) of each partition being reassigned, among
     ``partitions`` (None: all)."""
     ctx = ctl.ctx
@@ -103,7 +100,7 @@ def ongoing(ctl: "Controller", partitions: list[TopicPartition] | None) -> dict[
     return out
 
 
-async def _start(ctl: "Controller", batch: RequestBatch, tp: TopicPartition, target: list[int]) -> None:
+async def _start(ctl: ControllerSteps, batch: RequestBatch, tp: TopicPartition, target: list[int]) -> None:
     ctx = ctl.ctx
     topic, index = tp
     assignment = ctx.topics[topic]
@@ -128,7 +125,7 @@ async def _start(ctl: "Controller", batch: RequestBatch, tp: TopicPartition, tar
         batch.add_leader_and_isr([replica], tp, is_new=True)
 
 
-async def check(ctl: "Controller", partitions: list[TopicPartition]) -> None:
+async def check(ctl: ControllerSteps, partitions: list[TopicPartition]) -> None:
     """Finish the reassignments among ``partitions`` whose adding replicas have all joined the ISR."""
     ctx = ctl.ctx
     batch = ctl.batch()
@@ -142,7 +139,7 @@ async def check(ctl: "Controller", partitions: list[TopicPartition]) -> None:
     batch.send(ctl.channel)
 
 
-async def resume(ctl: "Controller") -> None:
+async def resume(ctl: ControllerSteps) -> None:
     """A new controller: partitions left mid-reassignment carry on (their replicas have heard of the
     reassignment's replica set from the failover's LeaderAndIsr); finish those that are ready."""
     ctx = ctl.ctx
@@ -152,7 +149,7 @@ async def resume(ctl: "Controller") -> None:
         await check(ctl, pending)
 
 
-async def _finish(ctl: "Controller", batch: RequestBatch, tp: TopicPartition, target: list[int]) -> None:
+async def _finish(ctl: ControllerSteps, batch: RequestBatch, tp: TopicPartition, target: list[int]) -> None:
     """Make ``target`` the replicas (step 4 above, or a cancellation)."""
     ctx = ctl.ctx
     topic, index = tp

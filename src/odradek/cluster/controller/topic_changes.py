@@ -16,20 +16,17 @@ Not thread-safe; owned by the event loop (the controller's queue).
 from __future__ import annotations
 
 import logging
-from typing import TYPE_CHECKING
 
 from odradek.cluster import zk_layout as L
+from odradek.cluster.controller.steps import ControllerSteps
 from odradek.cluster.zk import NoNodeError
-
-if TYPE_CHECKING:
-    from odradek.cluster.controller.controller import Controller
 
 log = logging.getLogger(__name__)
 
 
-async def on_topics_changed(ctl: "Controller") -> None:
+async def on_topics_changed(ctl: ControllerSteps) -> None:
     ctx = ctl.ctx
-    names = set(await ctl.zk.children(L.TOPICS, ctl._topics_watch))
+    names = set(await ctl.zk.children(L.TOPICS, ctl.topics_watch))
     for gone in set(ctx.topics) - names:
         _forget(ctl, gone)
     new = sorted(names - set(ctx.topics))
@@ -37,7 +34,7 @@ async def on_topics_changed(ctl: "Controller") -> None:
         return
     batch = ctl.batch()
     for topic in new:
-        await ctl.zk.exists(L.topic_path(topic), ctl._topic_watch)  # armed before the read: no change is missed
+        await ctl.zk.exists(L.topic_path(topic), ctl.topic_watch)  # armed before the read: no change is missed
         assignment = await ctl.store.read_assignment(topic)
         if assignment is None:
             continue
@@ -47,11 +44,11 @@ async def on_topics_changed(ctl: "Controller") -> None:
     batch.send(ctl.channel)
 
 
-async def on_topic_modified(ctl: "Controller", topic: str) -> None:
+async def on_topic_modified(ctl: ControllerSteps, topic: str) -> None:
     ctx = ctl.ctx
     if topic not in ctx.topics:
         return
-    if await ctl.zk.exists(L.topic_path(topic), ctl._topic_watch) is None:
+    if await ctl.zk.exists(L.topic_path(topic), ctl.topic_watch) is None:
         return  # deleted: on_topics_changed forgets it
     assignment = await ctl.store.read_assignment(topic)
     if assignment is None:
@@ -66,9 +63,9 @@ async def on_topic_modified(ctl: "Controller", topic: str) -> None:
         batch.send(ctl.channel)
 
 
-async def on_deletions(ctl: "Controller") -> None:
+async def on_deletions(ctl: ControllerSteps) -> None:
     ctx = ctl.ctx
-    for topic in sorted(await ctl.zk.children(L.DELETE_TOPICS, ctl._deletions_watch)):
+    for topic in sorted(await ctl.zk.children(L.DELETE_TOPICS, ctl.deletions_watch)):
         if topic not in ctx.topics:
             await _delete_node(ctl, L.delete_topic_path(topic))
             continue
@@ -90,7 +87,7 @@ async def on_deletions(ctl: "Controller") -> None:
         log.info("controller: deleted topic %s", topic)
 
 
-def _forget(ctl: "Controller", topic: str) -> None:
+def _forget(ctl: ControllerSteps, topic: str) -> None:
     ctx = ctl.ctx
     ctx.topics.pop(topic, None)
     ctx.deleting.discard(topic)
@@ -98,7 +95,7 @@ def _forget(ctl: "Controller", topic: str) -> None:
         del ctx.states[tp]
 
 
-async def _delete_node(ctl: "Controller", path: str) -> None:
+async def _delete_node(ctl: ControllerSteps, path: str) -> None:
     try:
         await ctl.zk.delete(path)
     except NoNodeError:
