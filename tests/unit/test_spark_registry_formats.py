@@ -40,7 +40,7 @@ from odradek.spark.protobuf_format import (  # noqa: E402
     read_message_indexes,
     reader_descriptor,
 )
-from odradek.spark.registry_formats import SchemaMappingError  # noqa: E402
+from odradek.spark.registry_schemas import SchemaMappingError  # noqa: E402
 
 # -- JSON Schema ----------------------------------------------------------------------------------------
 
@@ -264,22 +264,23 @@ def test_registry_options():
 @pytest.fixture
 def registry_by_id(monkeypatch):
     """Schemas by id, as fetch_by_id would answer them; the per-process writer cache is emptied around."""
-    from odradek.spark import registry_formats
+    from odradek.spark import registry_schemas
 
-    known: dict[int, registry_formats.RegisteredSchema] = {}
-    monkeypatch.setattr(registry_formats, "fetch_by_id", lambda url, schema_id, serialized=False: known.get(schema_id))
-    monkeypatch.setattr(registry_formats, "_WRITERS", registry_formats.ProcessCache())
+    known: dict[int, registry_schemas.RegisteredSchema] = {}
+    monkeypatch.setattr(registry_schemas, "fetch_by_id", lambda url, schema_id, serialized=False: known.get(schema_id))
+    monkeypatch.setattr(registry_schemas, "_WRITERS", registry_schemas.ProcessCache())
     return known
 
 
 def column(fmt: str, schema: str, data_type: object) -> object:
-    from odradek.spark.registry_formats import RegistryColumn
+    from odradek.spark.registry_schemas import RegistryColumn
 
     return RegistryColumn("value", fmt, "t-value", 1, schema, data_type.json())
 
 
 def test_json_records_decode_or_say_why(registry_by_id):
-    from odradek.spark.registry_formats import DecodeError, RegisteredSchema, RegistryDecoder, RegistryPlan
+    from odradek.spark.registry_formats import RegistryDecoder, RegistryPlan
+    from odradek.spark.registry_schemas import DecodeError, RegisteredSchema
 
     schema = json.dumps({"type": "object", "properties": {"a": {"type": "integer"}}})
     registry_by_id[1] = RegisteredSchema(1, "JSON", schema)
@@ -299,7 +300,7 @@ def test_json_records_decode_or_say_why(registry_by_id):
 
 def test_protobuf_records_decode_or_say_why(registry_by_id):
     from odradek.spark.protobuf_format import PROTOBUF
-    from odradek.spark.registry_formats import DecodeError, RegisteredSchema
+    from odradek.spark.registry_schemas import DecodeError, RegisteredSchema
 
     fd = order_file()
     reader = reader_of(fd)

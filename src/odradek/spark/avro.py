@@ -1,5 +1,5 @@
 """Avro keys and values (`valueFormat=avro`) in Confluent's wire format, decoded through a schema registry
-(registry_formats.py: the planning, framing and Arrow batches all formats share).
+(registry_schemas.py: what all formats share; registry_formats.py: the planning and Arrow batches).
 
 Driver (planning): the latest schema of the subject, mapped to a Spark type, is the reader schema.
 Executors: after `0x00` and the 4-byte schema id comes Avro binary. The id names the writer schema, fetched
@@ -37,7 +37,7 @@ from pyspark.sql.types import (
 )
 
 from odradek.spark.options import RegistryColumnOptions
-from odradek.spark.registry_formats import (
+from odradek.spark.registry_schemas import (
     RecordDecoder,
     RegisteredSchema,
     RegistryColumn,

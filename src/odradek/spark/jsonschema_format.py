@@ -1,5 +1,5 @@
 """JSON Schema keys and values (`valueFormat=json`) in Confluent's wire format: `0x00`, a 4-byte schema id,
-then the UTF-8 JSON document (registry_formats.py: what all formats share).
+then the UTF-8 JSON document (registry_schemas.py: what all formats share).
 
 The latest schema of the subject maps to a Spark type:
 
@@ -38,7 +38,7 @@ from pyspark.sql.types import (
 )
 
 from odradek.spark.options import RegistryColumnOptions
-from odradek.spark.registry_formats import (
+from odradek.spark.registry_schemas import (
     DecodeError,
     RecordDecoder,
     RegisteredSchema,

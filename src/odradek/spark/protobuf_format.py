@@ -1,5 +1,5 @@
 """Protobuf keys and values (`valueFormat=protobuf`) in Confluent's wire format: `0x00`, a 4-byte schema id,
-the message indexes, then the message in protobuf binary (registry_formats.py: what all formats share).
+the message indexes, then the message in protobuf binary (registry_schemas.py: what all formats share).
 
 Message indexes say which message of the schema's file the record holds: a zigzag varint count, then that
 many zigzag varints, the index among the file's top-level messages, then among that message's nested ones;
@@ -52,7 +52,7 @@ from pyspark.sql.types import (
 from odradek.records.batch import InvalidRecordError
 from odradek.records.codec import decode_varint
 from odradek.spark.options import RegistryColumnOptions
-from odradek.spark.registry_formats import (
+from odradek.spark.registry_schemas import (
     DecodeError,
     ProcessCache,
     RecordDecoder,

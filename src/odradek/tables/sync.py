@@ -95,7 +95,7 @@ class SourceOptions:
 def latest_value_schema(registry_url: str, topic: str) -> tuple[int, str]:
     """(id, the connector's valueFormat) of the latest schema of `<topic>-value`; raises SyncError when there
     is none or its schemaType is none the connector reads."""
-    from odradek.spark.registry_formats import FORMAT_OF_SCHEMA_TYPE, RegistryError, fetch_latest
+    from odradek.spark.registry_schemas import FORMAT_OF_SCHEMA_TYPE, RegistryError, fetch_latest
 
     subject = f"{topic}-value"
     try:
