@@ -41,7 +41,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 from confluent_kafka import Producer
 
-from odradek.cli import parse_setting  # as `odradek serve --set` reads it
+from odradek.tools.common import key_value  # as `odradek serve --set` reads it
 
 import brokers
 import compare
@@ -717,7 +717,7 @@ def main() -> int:
                         help=f"client processes per throughput row (default {compare.DEFAULT_CLIENTS})")
     parser.add_argument("--out-dir", default=os.path.join(brokers.BENCH, "results"),
                         help="where cluster.md and cluster.json go (default bench/results)")
-    parser.add_argument("--set", action="append", default=[], type=parse_setting, metavar="KEY=VALUE",
+    parser.add_argument("--set", action="append", default=[], type=key_value, metavar="KEY=VALUE",
                         help="a broker property for the single node and every cluster broker (repeatable)")
     args = parser.parse_args()
     for key, value in args.set:

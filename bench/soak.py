@@ -36,7 +36,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))  # bench/, for wo
 from rich.console import Console  # noqa: E402
 from rich.table import Table  # noqa: E402
 
-from odradek.tools.cluster import admin_client  # noqa: E402
+from odradek.tools.common import bootstrap_admin  # noqa: E402
 from tests.faults.nemesis import (KIND_TITLES, LIVENESS_DEADLINE_S, SESSION_TIMEOUT_S, SoakCluster, SoakConfig,  # noqa: E402
                                   SoakResult, run_soak)
 from workloads import machine, write_results  # noqa: E402
@@ -82,7 +82,7 @@ class KafkaSoakCluster(SoakCluster):
         return sorted(self.kafka.brokers)
 
     def admin(self):  # noqa: ANN201
-        return admin_client(self.bootstrap)
+        return bootstrap_admin(self.bootstrap)
 
     def kill_broker(self, bid: int) -> None:
         self.kafka.brokers[bid].kill()

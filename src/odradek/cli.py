@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 
 from odradek.config import BrokerConfig, ConfigError, read_properties
+from odradek.tools.common import key_value
 
 
 def parse_host_port(value: str) -> tuple[str, int]:
@@ -16,13 +17,6 @@ def parse_host_port(value: str) -> tuple[str, int]:
     if not sep or not port.isdigit():
         raise argparse.ArgumentTypeError(f"expected HOST:PORT, got {value!r}")
     return host.strip("[]") or "0.0.0.0", int(port)
-
-
-def parse_setting(value: str) -> tuple[str, str]:
-    key, sep, val = value.partition("=")
-    if not sep or not key:
-        raise argparse.ArgumentTypeError(f"expected key=value, got {value!r}")
-    return key.strip(), val.strip()
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -36,7 +30,7 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--advertise", type=parse_host_port, default=None, metavar="HOST:PORT",
                        help="address clients are told to connect to (default: the listen address)")
     serve.add_argument("--config", type=Path, default=None, metavar="FILE", help="a server.properties file")
-    serve.add_argument("--set", type=parse_setting, action="append", default=[], metavar="KEY=VALUE",
+    serve.add_argument("--set", type=key_value, action="append", default=[], metavar="KEY=VALUE",
                        help="a broker property, overriding the config file (repeatable)")
     serve.add_argument("--log-level", default="INFO")
     serve.add_argument("--event-loop", choices=("uvloop", "asyncio"), default=None,

@@ -24,7 +24,8 @@ from typing import Any, Callable, Iterator, Mapping
 
 import pytest
 
-from odradek.tools.cluster import ClusterView, PartitionState, admin_client, read_metadata
+from odradek.tools.cluster import ClusterView, PartitionState, read_metadata
+from odradek.tools.common import bootstrap_admin
 from odradek.tools.zookeeper import ZooKeeperServer, zookeeper_unavailable
 from tests.conftest import BrokerProcess, Placement, free_port
 from tests.interop.helpers import wait_until
@@ -169,7 +170,7 @@ class Cluster:
     def admin(self, broker_ids: list[int] | None = None, **config: Any) -> Any:
         """A confluent-kafka AdminClient bootstrapped from those brokers (default: the running ones)."""
         ids = self.running_ids() if broker_ids is None else broker_ids
-        return admin_client(",".join(self.brokers[bid].bootstrap for bid in ids), **config)
+        return bootstrap_admin(",".join(self.brokers[bid].bootstrap for bid in ids), **config)
 
     def metadata(self, broker_id: int | None = None, timeout: float = METADATA_TIMEOUT_S) -> ClusterView:
         """Brokers, controller and every partition's leader, replicas and ISR, from one Metadata request

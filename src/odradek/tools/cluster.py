@@ -36,6 +36,9 @@ from pathlib import Path
 from typing import Any, Iterable, TextIO
 
 from odradek.cluster.topics import INTERNAL_TOPICS
+from odradek.protocol.api_keys import ApiKey
+from odradek.tools.common import bootstrap_admin, key_value
+from odradek.tools.wire import raw_request
 
 # The line `odradek serve` prints once it listens (odradek.net.server.READY_MARKER; importing that
 # module would load the whole broker).
@@ -48,7 +51,6 @@ DESCRIBE_TIMEOUT_S = 10.0
 
 
 def add_parser(sub: Any) -> None:
-    from odradek.cli import parse_setting
 
     cluster = sub.add_parser("cluster", help="run a local cluster (ZooKeeper and N brokers); describe a cluster")
     actions = cluster.add_subparsers(dest="action", required=True)
@@ -61,7 +63,7 @@ def add_parser(sub: Any) -> None:
     run_p.add_argument("--zookeeper", default=None, metavar="HOST:PORT[/CHROOT]",
                        help=f"use this ZooKeeper (default: start one on 127.0.0.1:{ZOOKEEPER_PORT}); "
                             f"chroot {DEFAULT_CHROOT} unless one is given")
-    run_p.add_argument("--set", type=parse_setting, action="append", default=[], metavar="KEY=VALUE",
+    run_p.add_argument("--set", type=key_value, action="append", default=[], metavar="KEY=VALUE",
                        help="a broker property for every broker (repeatable)")
     from odradek.tools.common import connection_options
 
@@ -147,17 +149,6 @@ class ClusterView:
         return [self.topics[t][p] for t in sorted(self.topics) for p in sorted(self.topics[t])]
 
 
-def admin_client(bootstrap: str, **overrides: Any) -> Any:
-    """A confluent-kafka AdminClient that never has a topic auto-created by asking for its metadata, and
-    stays quiet about brokers it cannot reach (callers report that)."""
-    from confluent_kafka.admin import AdminClient
-
-    config: dict[str, Any] = {"bootstrap.servers": bootstrap, "broker.address.family": "v4", "log_level": 0,
-                              "allow.auto.create.topics": False}
-    config.update(overrides)
-    return AdminClient(config)
-
-
 def read_metadata(admin: Any, timeout: float, topics: Iterable[str] = ()) -> ClusterView:
     """A Metadata request for every topic, then one for each of `topics` the first answer lacks (a broker
     may leave internal topics out of "every topic": odradek does); none auto-creates a topic.
@@ -187,7 +178,7 @@ def describe_cluster(bootstrap: str, timeout: float = DESCRIBE_TIMEOUT_S, topics
                      config: dict[str, Any] | None = None) -> ClusterView:
     """The cluster's metadata (see read_metadata); brokers and controller from DescribeCluster where the
     broker has it. `config`: more client settings (--command-config)."""
-    admin = admin_client(bootstrap, **(config or {}))  # keep a reference: a destroyed client fails its futures
+    admin = bootstrap_admin(bootstrap, **(config or {}))  # keep a reference: a destroyed client fails its futures
     view = read_metadata(admin, timeout, topics)
     try:
         described = admin.describe_cluster(request_timeout=timeout).result(timeout)
@@ -215,9 +206,8 @@ class LogDir:
 
 def describe_log_dirs(host: str, port: int, timeout: float = DESCRIBE_TIMEOUT_S) -> list[LogDir]:
     """One broker's log directories (DescribeLogDirs v4, every partition), through odradek's codec."""
-    from odradek.tools.reassign import DESCRIBE_LOG_DIRS, raw_request
 
-    response = raw_request(host, port, DESCRIBE_LOG_DIRS, 4, {"topics": None}, timeout)
+    response = raw_request(host, port, ApiKey.DESCRIBE_LOG_DIRS, 4, {"topics": None}, timeout)
     return [LogDir(r["log_dir"], {(t["name"], p["partition_index"]): p["partition_size"]
                                   for t in r["topics"] for p in t["partitions"]}, r["total_bytes"], r["usable_bytes"])
             for r in response["results"] if not r["error_code"]]

@@ -103,6 +103,17 @@ def admin_client(args: argparse.Namespace) -> Any:
         raise ToolError(f"bad client configuration: {exc}") from None
 
 
+def bootstrap_admin(bootstrap: str, **overrides: Any) -> Any:
+    """A confluent-kafka AdminClient that never has a topic auto-created by asking for its metadata, and
+    stays quiet about brokers it cannot reach (callers report that)."""
+    from confluent_kafka.admin import AdminClient
+
+    config: dict[str, Any] = {"bootstrap.servers": bootstrap, "broker.address.family": "v4", "log_level": 0,
+                              "allow.auto.create.topics": False}
+    config.update(overrides)
+    return AdminClient(config)
+
+
 def consumer_client(args: argparse.Namespace, **extra: Any) -> Any:
     from confluent_kafka import Consumer, KafkaException
 

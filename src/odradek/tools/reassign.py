@@ -31,15 +31,16 @@ from __future__ import annotations
 
 import argparse
 import json
-import socket
-import struct
 import sys
 import time
 from pathlib import Path
 from typing import Any
 
+from odradek.protocol.api_keys import ApiKey
+from odradek.tools.common import bootstrap_admin
+from odradek.tools.wire import raw_request
+
 TIMEOUT_S = 30.0
-ALTER_PARTITION_REASSIGNMENTS, LIST_PARTITION_REASSIGNMENTS, DESCRIBE_LOG_DIRS = 45, 46, 35
 RATE_CONFIGS = ("leader.replication.throttled.rate", "follower.replication.throttled.rate")
 REPLICA_CONFIGS = ("leader.replication.throttled.replicas", "follower.replication.throttled.replicas")
 NOT_CONTROLLER = 41
@@ -111,38 +112,12 @@ def plan_json(assignment: dict[TopicPartition, list[int]]) -> str:
 # ---------------------------------------------------------------------------------------------------
 
 
-def raw_request(host: str, port: int, api_key: int, version: int, body: dict[str, Any],
-                timeout: float = TIMEOUT_S) -> dict[str, Any]:
-    """One request over a plain socket, encoded and decoded with odradek's codec."""
-    from odradek.protocol import codec
-
-    with socket.create_connection((host, port), timeout=timeout) as sock:
-        sock.settimeout(timeout)
-        sock.sendall(codec.encode_request(api_key, version, 1, "odradek-reassign", body))
-        (size,) = struct.unpack(">i", _read_exactly(sock, 4))
-        _, response = codec.decode_response(api_key, version, _read_exactly(sock, size))
-        return response
-
-
-def _read_exactly(sock: socket.socket, n: int) -> bytes:
-    chunks = []
-    while n:
-        chunk = sock.recv(n)
-        if not chunk:
-            raise ConnectionError("the broker closed the connection")
-        chunks.append(chunk)
-        n -= len(chunk)
-    return b"".join(chunks)
-
-
 class Cluster:
     """What the tool asks of the cluster: metadata and configs through confluent-kafka, the KIP-455
     requests to the controller."""
 
     def __init__(self, bootstrap: str, timeout: float) -> None:
-        from odradek.tools.cluster import admin_client
-
-        self.admin = admin_client(bootstrap)
+        self.admin = bootstrap_admin(bootstrap)
         self.timeout = timeout
 
     def metadata(self) -> Any:
@@ -184,7 +159,7 @@ class Cluster:
         by_topic: dict[str, list] = {}
         for (topic, index), replicas in sorted(wanted.items()):
             by_topic.setdefault(topic, []).append({"partition_index": index, "replicas": replicas})
-        response = self._to_controller(ALTER_PARTITION_REASSIGNMENTS, 0, {
+        response = self._to_controller(ApiKey.ALTER_PARTITION_REASSIGNMENTS, 0, {
             "timeout_ms": int(self.timeout * 1000),
             "topics": [{"name": t, "partitions": p} for t, p in by_topic.items()]})
         if response["error_code"]:
@@ -194,7 +169,7 @@ class Cluster:
                 for t in response["responses"] for p in t["partitions"]}
 
     def ongoing(self) -> dict[TopicPartition, tuple[list[int], list[int], list[int]]]:
-        response = self._to_controller(LIST_PARTITION_REASSIGNMENTS, 0, {"timeout_ms": int(self.timeout * 1000),
+        response = self._to_controller(ApiKey.LIST_PARTITION_REASSIGNMENTS, 0, {"timeout_ms": int(self.timeout * 1000),
                                                                          "topics": None})
         if response["error_code"]:
             raise ReassignError(f"ListPartitionReassignments failed: error {response['error_code']}")

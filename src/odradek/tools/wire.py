@@ -246,3 +246,26 @@ def coordinator_connection(bootstrap: str, config: dict[str, Any], group: str, t
         return conn
     conn.close()
     return BrokerConnection(host, port, config, timeout)
+
+
+def raw_request(host: str, port: int, api_key: int, version: int, body: dict[str, Any],
+                timeout: float = 30.0) -> dict[str, Any]:
+    """One request in ``version`` over a plain socket, without ApiVersions first or any security (the
+    cluster tools' requests to a PLAINTEXT listener: KIP-455's reassignments, DescribeLogDirs)."""
+    with socket.create_connection((host, port), timeout=timeout) as sock:
+        sock.settimeout(timeout)
+        sock.sendall(codec.encode_request(api_key, version, 1, "odradek-tools", body))
+        (size,) = struct.unpack(">i", _read_exactly(sock, 4))
+        _, response = codec.decode_response(api_key, version, _read_exactly(sock, size))
+        return response
+
+
+def _read_exactly(sock: socket.socket, n: int) -> bytes:
+    chunks = []
+    while n:
+        chunk = sock.recv(n)
+        if not chunk:
+            raise ConnectionError("the broker closed the connection")
+        chunks.append(chunk)
+        n -= len(chunk)
+    return b"".join(chunks)
