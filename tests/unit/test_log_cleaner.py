@@ -13,15 +13,8 @@ from odradek.records.batch import iter_batches, validate_v2
 from odradek.records.codec import ABORT, COMMIT, build_batch, build_control_batch, decode_batch
 from odradek.storage import LogConfig, PartitionLog
 from odradek.storage import cleaner as cleaner_module
-from odradek.storage.cleaner import (
-    CleanerAborted,
-    CleanerCheckpoint,
-    Throttler,
-    clean,
-    finish_swap,
-    plan_cleaning,
-    swap_in,
-)
+from odradek.storage.cleaned_segments import CleanerCheckpoint, CleaningResult, finish_swap, swap_in
+from odradek.storage.cleaner import CleanerAborted, Throttler, clean, plan_cleaning
 
 NOW = 10_000_000
 
@@ -71,7 +64,7 @@ def records(plog: PartitionLog) -> list[tuple[int, bytes | None, bytes | None]]:
     return out
 
 
-def run_cleaning(plog: PartitionLog, clock: Clock, capacity: int = 1 << 20) -> cleaner_module.CleaningResult:
+def run_cleaning(plog: PartitionLog, clock: Clock, capacity: int = 1 << 20) -> CleaningResult:
     task = plan_cleaning(plog, clock(), force=True)
     assert task is not None
     return clean(task, capacity, Throttler(float("inf"), threading.Event()))

@@ -13,7 +13,7 @@ from crc32c import crc32c
 
 from odradek.records.batch import iter_batches, read_header, validate_v2
 from odradek.storage import LogConfig, OffsetOutOfRangeError, PartitionLog
-from odradek.storage import loader as loader_module
+from odradek.storage import files as files_module
 from odradek.storage import segment as segment_module
 from odradek.storage.flusher import LogFlusher
 from odradek.storage.index import OffsetIndex, TimeIndex
@@ -734,7 +734,7 @@ def test_retention_by_size(pdir: Path) -> None:
 
 def test_flush_by_message_count_and_by_time(pdir: Path, monkeypatch) -> None:
     syncs: list[int] = []
-    monkeypatch.setattr(loader_module, "_fdatasync", syncs.append)
+    monkeypatch.setattr(files_module, "_fdatasync", syncs.append)
     clock = Clock()
     plog = open_log(pdir, clock=clock, flush_messages=5)
     append(plog, make_batch(2))
@@ -759,7 +759,7 @@ def test_flush_by_message_count_and_by_time(pdir: Path, monkeypatch) -> None:
 
 def test_no_flush_by_default(pdir: Path, monkeypatch) -> None:
     syncs: list[int] = []
-    monkeypatch.setattr(loader_module, "_fdatasync", syncs.append)
+    monkeypatch.setattr(files_module, "_fdatasync", syncs.append)
     plog = open_log(pdir)
     for _ in range(50):
         append(plog, make_batch(3))
@@ -788,7 +788,7 @@ def test_a_failed_sync_refuses_later_appends(pdir: Path, monkeypatch) -> None:
     def fail(fd):
         raise OSError(5, "Input/output error")
 
-    monkeypatch.setattr(loader_module, "_fdatasync", fail)
+    monkeypatch.setattr(files_module, "_fdatasync", fail)
     plog = open_log(pdir, flush_messages=1)
     result = append(plog, make_batch(1))
     assert isinstance(result.durable.exception(), OSError)

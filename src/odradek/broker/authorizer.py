@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import Awaitable, Callable, Iterable
 
 from odradek.config import BrokerConfig
-from odradek.storage.loader import write_file_atomically
+from odradek.storage.files import write_file_atomically
 
 log = logging.getLogger(__name__)
 

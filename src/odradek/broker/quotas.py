@@ -46,7 +46,7 @@ import math
 from pathlib import Path
 from typing import Awaitable, Callable, Iterable, NamedTuple
 
-from odradek.storage.loader import write_file_atomically
+from odradek.storage.files import write_file_atomically
 
 FILE_NAME = "client-quotas.json"
 PRODUCE, FETCH, REQUEST = "producer_byte_rate", "consumer_byte_rate", "request_percentage"

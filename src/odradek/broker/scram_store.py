@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Awaitable, Callable
 
 from odradek.net.sasl import ScramCredential
-from odradek.storage.loader import write_file_atomically
+from odradek.storage.files import write_file_atomically
 
 log = logging.getLogger(__name__)
 

@@ -59,7 +59,7 @@ from odradek.net.sasl_client import inter_broker_sasl
 from odradek.net.tls import client_context
 from odradek.protocol.api_keys import ApiKey
 from odradek.protocol.errors import ErrorCode
-from odradek.storage.loader import write_file_atomically
+from odradek.storage.files import write_file_atomically
 
 if TYPE_CHECKING:
     from odradek.broker.core import Broker

@@ -41,7 +41,7 @@ from odradek.cluster.metadata import MetadataCache
 from odradek.cluster.partition import NotLeaderError, Partition, ReplicationError
 from odradek.protocol.errors import ErrorCode
 from odradek.storage.config import LogConfig
-from odradek.storage.loader import write_file_atomically
+from odradek.storage.files import write_file_atomically
 from odradek.storage.manager import LogManager
 
 log = logging.getLogger(__name__)

@@ -13,7 +13,7 @@ from pathlib import Path
 
 from crc32c import crc32c
 
-from odradek.storage.loader import write_file_atomically
+from odradek.storage.files import write_file_atomically
 
 log = logging.getLogger(__name__)
 

@@ -47,7 +47,7 @@ from typing import Iterator
 from odradek.records import compression
 from odradek.records.batch import BatchHeader, iter_batches
 from odradek.records.codec import decode_batch
-from odradek.storage.loader import write_file_atomically
+from odradek.storage.files import write_file_atomically
 from odradek.storage.log import PartitionLog
 
 from .codec import encode_compressed, encode_message

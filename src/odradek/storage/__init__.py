@@ -1,5 +1,5 @@
 """Partition logs on disk in Kafka's format: segments, offset and time indexes, recovery, retention, flush,
-compaction (cleaner.py).
+compaction (cleaner.py, cleaned_segments.py).
 
 Knows nothing of the wire protocol: batches arrive validated (``records.batch.validate_v2``) and leave as
 bytes.

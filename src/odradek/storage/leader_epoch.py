@@ -12,7 +12,7 @@ from bisect import bisect_right
 from pathlib import Path
 from typing import Callable, Iterable
 
-from .loader import write_file_atomically
+from .files import write_file_atomically
 
 log = logging.getLogger(__name__)
 
@@ -38,7 +38,7 @@ class LeaderEpochCache:
         3 1234\\n
 
     It is rewritten whole whenever the entries change, atomically (``.tmp``, fsync, rename, directory fsync:
-    ``loader.write_file_atomically``). Every change goes through ``writer(path, content)``; a PartitionLog
+    ``files.write_file_atomically``). Every change goes through ``writer(path, content)``; a PartitionLog
     makes that a job of its log flusher, so the event loop does not wait for the fsyncs (the jobs run in
     order, and the content is encoded when the change is made). A missing or unreadable file reads as None
     (``read``): the loader then rebuilds the entries from the batch headers.

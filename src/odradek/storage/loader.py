@@ -11,9 +11,9 @@ Partition directory layout (``{data_dir}/{topic}-{partition}/``)::
     00000000000000001234.snapshot   producer state at 1234  (ProducerStateSnapshot, producer_state.py)
     00000000000000000000.txnindex   aborted transactions    (TransactionIndex, txn_index.py)
     leader-epoch-checkpoint         epoch -> start offset   (LeaderEpochCache, leader_epoch.py)
-    cleaner-offset-checkpoint       first dirty offset, tombstone times   (compacted logs, cleaner.py)
+    cleaner-offset-checkpoint       first dirty offset, tombstone times   (compacted logs, cleaned_segments.py)
     00000000000000000000.log.cleaned / .index.cleaned / .timeindex.cleaned / .log.swap / .swap-end
-                                    a log cleaner's work in progress (cleaner.py; completed or dropped here)
+                                    a log cleaner's work in progress (cleaned_segments.py; completed or dropped here)
 
 Invariants kept on disk: only segments at or after the recovery point can be torn (the log flusher fsyncs a
 rolled segment, indexes included, before it moves the recovery point past it), and checkpoints are replaced
@@ -30,7 +30,9 @@ from typing import TYPE_CHECKING, Iterator
 
 from odradek.records.batch import HEADER_SIZE, BatchHeader, crc_is_valid
 
+from .cleaned_segments import complete_swaps
 from .config import INT32_MAX, LogConfig
+from .files import fsync_dir, write_file_atomically
 from .segment import (
     INDEX_SUFFIX,
     LOG_SUFFIX,
@@ -49,48 +51,6 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 _SCAN_CHUNK = 1 << 20  # bytes read at a time when validating a segment
-_fdatasync = getattr(os, "fdatasync", os.fsync)
-
-
-def fsync_dir(directory: Path) -> None:
-    fd = os.open(directory, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
-def fsync_path(path: Path, *, data_only: bool = False) -> None:
-    """fsync (or fdatasync) the file at ``path``; a file deleted meanwhile has nothing left to sync."""
-    try:
-        fd = os.open(path, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
-    except FileNotFoundError:
-        return
-    try:
-        if data_only:
-            _fdatasync(fd)
-        else:
-            os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
-def write_file_atomically(path: Path, data: bytes, mode: int = 0o644) -> None:
-    """Write ``path`` so that after a crash it holds either the old or the new content: tmp, fsync, rename."""
-    tmp = path.with_name(path.name + ".tmp")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | getattr(os, "O_CLOEXEC", 0), mode)
-    os.fchmod(fd, mode)  # a tmp file left by a crash keeps its old mode otherwise
-    try:
-        view = memoryview(data)
-        while view:
-            view = view[os.write(fd, view):]
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-    os.replace(tmp, path)
-    fsync_dir(path.parent)
-
-
 class OffsetCheckpoint:
     """One offset of a partition, kept in a small file beside the segments (``FILE_NAME`` per subclass).
 
@@ -220,7 +180,7 @@ class LoadedLog:
 class LogLoader:
     """Opens the segments of one partition directory and makes them consistent (Kafka's LogLoader).
 
-    * Completes an interrupted swap of the log cleaner (``cleaner.complete_swaps``: ``*.cleaned`` files
+    * Completes an interrupted swap of the log cleaner (``cleaned_segments.complete_swaps``: ``*.cleaned`` files
       deleted, ``*.log.swap`` files renamed into place over the segments they replace).
     * Sweeps leftovers: ``*.tmp`` files and index files whose .log is gone (a crash mid-delete).
     * Sealed segments: O(1) sanity check of the indexes; a failing one is recovered (CRC-validated scan,
@@ -320,7 +280,6 @@ class LogLoader:
         return state, index
 
     def _sweep_and_list(self) -> list[int]:
-        from .cleaner import complete_swaps  # cleaner imports this module
 
         complete_swaps(self.directory)  # a log cleaner's swap cut short: finished, or its work dropped
         names = os.listdir(self.directory)

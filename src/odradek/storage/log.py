@@ -16,20 +16,14 @@ from typing import Callable, ClassVar, Iterator
 
 from odradek.records.batch import BatchHeader, patch_base_offset
 
+from .cleaned_segments import (CHECKPOINT_FILE, CleanerCheckpoint, CleaningResult, cleaned_paths, finish_swap,
+                               install_indexes, remove_swap_end, swap_in)
 from .config import INT32_MAX, LogConfig
+from .files import fsync_dir, fsync_path, write_file_atomically
 from .flusher import SYNCHRONOUS, LogFlusher, completed_future
 from .leader_epoch import LeaderEpochCache
-from .loader import (
-    LogLoader,
-    LogStartCheckpoint,
-    RecoveryPointCheckpoint,
-    fsync_dir,
-    fsync_path,
-    write_file_atomically,
-)
+from .loader import LogLoader, LogStartCheckpoint, RecoveryPointCheckpoint
 from .producer_state import CompletedTxn, DuplicateBatch, ProducerStateManager, read_marker
-from .cleaner import (CHECKPOINT_FILE, CleanerCheckpoint, CleaningResult, cleaned_paths, finish_swap, install_indexes,
-                      remove_swap_end, swap_in)
 from .segment import FileRegion, LogSegment
 from .txn_index import AbortedTxn, TransactionIndex
 
@@ -715,7 +709,7 @@ class PartitionLog:
     # -- compaction (cleaner.py) ------------------------------------------------------------------------
 
     def replace_segments(self, result: CleaningResult, now_ms: int) -> list[LogSegment] | None:
-        """Swap the cleaned groups of ``result`` in (cleaner.py, step 4) and checkpoint the cleaning; returns the
+        """Swap the cleaned groups of ``result`` in (cleaned_segments.py, step 4) and checkpoint the cleaning; returns the
         replaced segments (their fds are still open: the caller closes them later), or None when the log
         changed since the cleaning was planned (a truncation, retention, closing): the cleaned files are then
         deleted and nothing changes."""
@@ -739,7 +733,7 @@ class PartitionLog:
             return None
         replaced: list[LogSegment] = []
         # (group, its segments) from the end of the log, so that earlier positions stay valid as each is
-        # replaced; each step of the swap (cleaner.py, step 4) for every group, then one fsync of the directory
+        # replaced; each step of the swap (cleaned_segments.py, step 4) for every group, then one fsync of the directory
         groups = [(group, i, self._segments[i:i + len(group.sources)])
                   for group, i in sorted(zip(result.groups, positions), key=lambda gi: gi[1], reverse=True)]
         with self._failure_is_fatal():

@@ -12,7 +12,7 @@ from typing import Callable
 from .cleaner import CleanerConfig, LogCleaner
 from .config import LogConfig
 from .flusher import LogFlusher
-from .loader import fsync_dir, write_file_atomically
+from .files import fsync_dir, write_file_atomically
 from .log import DELETED_SUFFIX, Clock, PartitionLog, rename_for_deletion, wall_clock_ms
 from .producer_state import DEFAULT_EXPIRATION_MS
 

@@ -43,7 +43,7 @@ from crc32c import crc32c
 
 from odradek.records.batch import BatchHeader
 
-from .loader import write_file_atomically
+from .files import write_file_atomically
 from .segment import CorruptSegmentError, LogSegment
 from .txn_index import AbortedTxn, TransactionIndex
 

@@ -15,7 +15,7 @@ from bisect import bisect_left
 from pathlib import Path
 from typing import Iterable, NamedTuple
 
-from .loader import fsync_path, write_file_atomically
+from .files import fsync_path, write_file_atomically
 from .segment import segment_file_name
 
 log = logging.getLogger(__name__)
