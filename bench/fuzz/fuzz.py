@@ -70,7 +70,7 @@ with atheris.instrument_imports(include=["odradek", "jwt"]):  # PyJWT reads the 
     import jwt
     from odradek.broker.handlers import k00_produce
     from odradek.net import sasl
-    from odradek.protocol import codec
+    from odradek.protocol import codec, compiler
     from odradek.records import compression, legacy
     from odradek.records.batch import InvalidRecordError
     from odradek.records.codec import Record, build_batch, build_control_batch, decode_batch
@@ -91,7 +91,7 @@ def _write_dict(path: Path, tokens: list[bytes]) -> None:
 
 # =========================================================================================== request
 
-REQUESTS = sorted({(api_key, version) for api_key, kind, (lo, hi), _, _ in codec._schema().values()
+REQUESTS = sorted({(api_key, version) for api_key, kind, (lo, hi), _, _ in compiler.load_tables().values()
                    if kind == "request" and api_key is not None and codec.has_api(api_key)
                    for version in range(lo, min(hi, codec.request_versions(api_key)[1]) + 1)})
 
@@ -100,9 +100,9 @@ def _instrument_codec() -> None:
     """Compile every request decoder now and instrument the generated functions (made by ``compile()``, so
     ``instrument_imports`` never sees them): coverage then follows the fields, not only the wrapper."""
     for api_key, version in REQUESTS:
-        codec._api_fn(codec._req_dec, api_key, version, "request", "decode")
+        compiler.compiled_api(compiler.request_decoders, api_key, version, "request", "decode")
     seen: set[int] = set()
-    for fn in list(codec._cache.values()):
+    for fn in list(compiler.compiled.values()):
         ns = fn.__globals__
         if id(ns) in seen:
             continue
@@ -119,7 +119,7 @@ def _filled(fields: tuple, version: int) -> dict:
     body = {}
     for f in fields:
         name, kind, versions, _, _, _, _, _, sub = f
-        if not codec._in(versions, version):
+        if not compiler.in_versions(versions, version):
             continue
         if kind.startswith("[]"):
             elem = kind[2:]
@@ -135,10 +135,10 @@ def _filled(fields: tuple, version: int) -> dict:
 
 
 def request_seeds() -> list[bytes]:
-    tables = codec._schema()
+    tables = compiler.load_tables()
     seeds = []
     for api_key, version in REQUESTS:
-        name = codec._by_key[(api_key, "request")]
+        name = compiler.message_name(api_key, "request", version)
         for body in ({}, _filled(tables[name][4], version)):
             seeds.append(codec.encode_request(api_key, version, 7, "fuzz", body)[4:])
     return seeds

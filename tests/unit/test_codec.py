@@ -23,7 +23,7 @@ from odradek.protocol import (
     has_api,
     request_versions,
 )
-from odradek.protocol import reference
+from odradek.protocol import compiler, reference
 from odradek.protocol.schema_tables import MESSAGES
 
 INT_RANGES = {
@@ -351,7 +351,7 @@ def test_truncated_input_raises_decode_error():
     checked = 0
     for key, v in [(0, 3), (0, 9), (1, 12), (1, 4), (3, 12), (18, 3), (11, 9), (2, 9)]:
         for kind in ("request", "response"):
-            name = codec._message(key, kind, v)
+            name = compiler.message_name(key, kind, v)
             m = MESSAGES[name]
             flexible = m[3] is not None and v >= m[3]
             for seed in range(3):
