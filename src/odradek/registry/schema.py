@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
-from typing import Any, Callable, ClassVar, Protocol, Sequence
+from typing import Any, ClassVar, Protocol, Sequence
 
 # Limits of a schema, so that a hostile one is answered 42201 rather than exhausting the stack or the memory
 # (docs/schema-registry.md). Deeper than any schema written by hand: a record nested in a record is three
