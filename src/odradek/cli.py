@@ -102,42 +102,9 @@ def cmd_serve(args: argparse.Namespace) -> int:
     if run is None:
         print("odradek: --event-loop uvloop needs uvloop (pip install uvloop)", file=sys.stderr)
         return 2
-    from odradek.broker.core import Broker
-    from odradek.broker.handlers import load_handlers
-    from odradek.net.allocator import keep_freed_memory
-    from odradek.net.server import serve
+    from odradek.server import run_broker
 
-    keep_freed_memory()
-
-    load_handlers()
-    from odradek.cluster import ClusterError
-    from odradek.net.listeners import listener_setup
-    from odradek.net.limits import ConnectionLimits
-    from odradek.net.sasl import SaslListener
-    from odradek.net.tls import tls_listeners
-
-    try:
-        listeners = listener_setup(config, args.listen, args.advertise)
-        tls = tls_listeners(config, listeners)
-        broker = Broker(config, args.data_dir, listeners)
-        sasl = {b.name: SaslListener.from_config(config, b.name, broker.scram.get) for b in listeners.bind
-                if b.uses_sasl}
-        # other brokers are let in whatever max.connections says (cluster mode only: a single node has none)
-        limits = ConnectionLimits(config, listeners.inter_broker if config.get("zookeeper.connect") else None)
-    except (ClusterError, ConfigError) as exc:
-        print(f"odradek: configuration error: {exc}", file=sys.stderr)
-        return 2
-    broker.load()
-    try:
-        run(serve(broker, tls, sasl, limits))
-    except ClusterError as exc:
-        print(f"odradek: cannot join the cluster: {exc}", file=sys.stderr)
-        return 1
-    except OSError as exc:
-        print(f"odradek: cannot listen on {', '.join(map(str, listeners.bind))}: {exc}", file=sys.stderr)
-        broker.close()
-        return 1
-    return 0
+    return run_broker(config, args.data_dir, args.listen, args.advertise, run)
 
 
 def main(argv: list[str] | None = None) -> int:

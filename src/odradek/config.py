@@ -443,7 +443,7 @@ BROKER_PROPERTIES: dict[str, Property] = {
         Property("max.connections.per.ip.overrides", str, "",
                  doc="Exceptions to max.connections.per.ip for given addresses, as host:count pairs, "
                      "comma-separated."),
-        # client quotas (broker/quotas.py): the rate is measured over quota.window.num samples of this size
+        # client quotas (security/quotas.py): the rate is measured over quota.window.num samples of this size
         Property("quota.window.num", _parse_int, 11, _at_least(2),
                  doc="Samples a client's rate is averaged over for quotas (a count)."),
         Property("quota.window.size.seconds", _parse_int, 1, _at_least(1),
@@ -451,7 +451,7 @@ BROKER_PROPERTIES: dict[str, Property] = {
         # DescribeTopicPartitions (handlers/k75_describe_topic_partitions.py): partitions in one response at most
         Property("max.request.partition.size.limit", _parse_int, 2000, _at_least(1),
                  doc="Most partitions one DescribeTopicPartitions response lists (a count)."),
-        # the authorizer (broker/authorizer.py)
+        # the authorizer (security/authorizer.py)
         Property("authorizer.class.name", str, "",
                  doc="Kafka authorizer class whose ACL checks odradek applies (StandardAuthorizer or "
                      "AclAuthorizer); empty allows every request."),

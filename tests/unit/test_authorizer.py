@@ -1,11 +1,11 @@
-"""The authorizer's decisions (broker/authorizer.py): patterns, implied operations, deny wins, super users,
+"""The authorizer's decisions (security/authorizer.py): patterns, implied operations, deny wins, super users,
 allow.everyone.if.no.acl.found, and the filters of DescribeAcls and DeleteAcls."""
 
 from __future__ import annotations
 
 import pytest
 
-from odradek.broker.authorizer import (AUTHORIZER_CLASSES, AclBinding, AclFilter, Authorizer, Operation,
+from odradek.security.authorizer import (AUTHORIZER_CLASSES, AclBinding, AclFilter, Authorizer, Operation,
                                        PatternType, Permission, ResourceType, validate)
 from odradek.config import BrokerConfig, ConfigError
 

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from coordinator_support import run
-from odradek.coordinator.producer_ids import ProducerIdFileError, ProducerIdManager
+from odradek.cluster.producer_ids import ProducerIdFileError, ProducerIdManager
 from odradek.records.batch import read_header, validate_v2
 from odradek.records.codec import build_batch
 from odradek.storage import LogConfig, PartitionLog

@@ -1,4 +1,4 @@
-"""broker/quotas.py on its own: Kafka's precedence of quota entities, whose budget a client shares, the
+"""security/quotas.py on its own: Kafka's precedence of quota entities, whose budget a client shares, the
 sampled rate and the throttle time it gives, and DescribeClientQuotas filters."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ import asyncio
 
 import pytest
 
-from odradek.broker.quotas import (DEFAULT, FETCH, PRODUCE, REQUEST, ClientQuotas, QuotaEntity, QuotaFile,
+from odradek.security.quotas import (DEFAULT, FETCH, PRODUCE, REQUEST, ClientQuotas, QuotaEntity, QuotaFile,
                                    SampledRate, validate_value)
 
 ENTITIES = [QuotaEntity("u", "c"), QuotaEntity("u", DEFAULT), QuotaEntity("u", None), QuotaEntity(DEFAULT, "c"),

@@ -19,7 +19,7 @@ from odradek.config import BrokerConfig
 from odradek.coordinator import OFFSETS_TOPIC, Coordinator
 from odradek.coordinator import transactions
 from odradek.coordinator.persistence import OffsetsTopicLog, OffsetValue
-from odradek.coordinator.producer_ids import ProducerIdManager
+from odradek.cluster.producer_ids import ProducerIdManager
 from odradek.coordinator.timers import FakeScheduler
 from odradek.coordinator.transactions import TXN_TOPIC, TransactionCoordinator
 from odradek.coordinator.txn_state import TxnMetadata, TxnState, decode_value, encode_value

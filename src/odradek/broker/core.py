@@ -14,7 +14,6 @@ import logging
 import threading
 import time
 from concurrent.futures import Future
-from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Awaitable, Callable, Iterable
 
@@ -30,14 +29,15 @@ from odradek.cluster.replica_manager import ReplicaManager
 from odradek.cluster.topics import Topic
 from odradek.config import BrokerConfig, log_config_for
 from odradek.storage.cleaner import CleanerConfig
-from odradek.coordinator import OFFSETS_TOPIC, Coordinator
+from odradek.coordinator import OFFSETS_TOPIC, Coordinator, internal_topics, on_demand_topics
 from odradek.coordinator.persistence import OffsetsTopicLog
 from odradek.coordinator.placement import partition_for
 from odradek.coordinator.share_state import SHARE_STATE_TOPIC, ShareStateLog
 from odradek.coordinator.transactions import TXN_TOPIC, TransactionCoordinator
-from odradek.broker.authorizer import Authorizer
-from odradek.broker.quotas import PRODUCE, REQUEST, ClientQuotas
-from odradek.broker.scram_store import ScramStore
+from odradek.security.authorizer import Authorizer
+from odradek.security.quotas import PRODUCE, REQUEST, ClientQuotas
+from odradek.security.scram_store import ScramStore
+from odradek.broker.context import RequestContext
 from odradek.net.connection import CloseConnection, Slot
 from odradek.net.listeners import ListenerSetup
 from odradek.protocol import codec
@@ -64,29 +64,6 @@ QUOTA_EXEMPT = frozenset({ApiKey.API_VERSIONS, ApiKey.SASL_HANDSHAKE, ApiKey.SAS
 # through which it comes to know the cluster. Every other request waits (Broker.knows_cluster).
 SERVED_BEFORE_JOINING = frozenset({ApiKey.API_VERSIONS, ApiKey.SASL_HANDSHAKE, ApiKey.SASL_AUTHENTICATE,
                                    ApiKey.LEADER_AND_ISR, ApiKey.STOP_REPLICA, ApiKey.UPDATE_METADATA})
-
-
-@dataclass
-class RequestContext:
-    broker: "Broker"
-    api_key: int
-    api_version: int
-    correlation_id: int
-    client_id: str | None
-    connection: "KafkaConnection"
-    throttle_ms: int = 0  # earned by a quota (broker/quotas.py): sent as throttle_time_ms, the connection muted
-    started: float = 0.0  # with metrics on (broker/metrics.py): perf_counter() at dispatch
-    metrics_key: int = 0  # with metrics on: the API key its metrics count it under (a follower's Fetch apart)
-
-    @property
-    def quota_client(self) -> tuple[str, str]:
-        """(user, client id) as quotas name them: the principal's name, the header's client id."""
-        return self.connection.principal.partition(":")[2], self.client_id or ""
-
-    def allowed(self, operation: int, resource_type: int, name: str) -> bool:
-        """Whether the authorizer lets this connection's principal do ``operation`` on the resource."""
-        conn = self.connection
-        return self.broker.authorizer.authorize(conn.principal, conn.peer_host, operation, resource_type, name)
 
 
 class Broker:
@@ -134,6 +111,9 @@ class Broker:
         self.coordinator: Coordinator | None = None  # built by load(), once the logs are open
         self.txn_coordinator: TransactionCoordinator | None = None  # likewise, after the group coordinator
         self._last_retention_ms = 0
+        # the coordinators' topics, which the cluster creates (config is fixed for the life of the process)
+        self.internal_topics = internal_topics(config)
+        self.on_demand_topics = on_demand_topics(config)
         if config.get("zookeeper.connect"):
             from odradek.cluster.member import ClusterMember
 
@@ -482,7 +462,7 @@ class Broker:
         ctx.connection.throttle(ctx.throttle_ms)
 
     def _call_metered(self, spec, ctx: RequestContext, request: dict, size: int):
-        """Call the handler, counting the request against the client's quotas (broker/quotas.py): Produce
+        """Call the handler, counting the request against the client's quotas (security/quotas.py): Produce
         bytes before, the time the handler takes after. Fetch counts its response bytes itself."""
         user, client_id = ctx.quota_client
         quotas = self.quotas

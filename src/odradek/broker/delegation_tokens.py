@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING
 from odradek.protocol.errors import ErrorCode
 
 if TYPE_CHECKING:
-    from odradek.broker.core import RequestContext
+    from odradek.broker.context import RequestContext
 
 ANONYMOUS = "User:ANONYMOUS"
 ERROR_TIMESTAMP = -1  # Kafka's DelegationTokenManager.ErrorTimestamp, in answers refused by the broker itself

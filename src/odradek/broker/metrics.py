@@ -22,18 +22,37 @@ import asyncio
 import logging
 import time
 from bisect import bisect_left
-from typing import TYPE_CHECKING, Iterable
+from typing import TYPE_CHECKING, Iterable, Protocol
 
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, ProcessCollector, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily
 
+from odradek.cluster.metadata import MetadataCache
+from odradek.cluster.replica_manager import ReplicaManager
+from odradek.coordinator import Coordinator
+from odradek.coordinator.transactions import TransactionCoordinator
+from odradek.net.listeners import ListenerSetup
 from odradek.protocol.api_keys import ApiKey
 from odradek.protocol.errors import error_name
+from odradek.storage import LogManager
 
 if TYPE_CHECKING:
-    from odradek.broker.core import Broker, RequestContext
+    from odradek.broker.context import RequestContext
 
 log = logging.getLogger(__name__)
+
+
+class MeteredBroker(Protocol):
+    """What the metrics read of the broker (core.py's Broker)."""
+
+    fenced: bool
+    knows_cluster: bool
+    listeners: ListenerSetup
+    logs: LogManager
+    metadata: MetadataCache
+    replicas: ReplicaManager
+    coordinator: Coordinator | None
+    txn_coordinator: TransactionCoordinator | None
 
 # Upper bounds (milliseconds) of the request time buckets; +Inf is implied.
 REQUEST_MS_BUCKETS = (0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 25.0, 50.0, 100.0, 250.0, 500.0, 1000.0, 2500.0,
@@ -105,7 +124,7 @@ def count_errors(body: dict, errors: dict, key: tuple[int, int]) -> None:
 class BrokerMetrics:
     """The counters the request path keeps (owned by the event loop), and whether the broker is ready."""
 
-    def __init__(self, broker: "Broker") -> None:
+    def __init__(self, broker: MeteredBroker) -> None:
         self.broker = broker
         self.requests: dict[tuple[int, int], int] = {}  # (request key, version) → count
         self.errors: dict[tuple[int, int, int], int] = {}  # (request key, version, error code) → count
@@ -116,7 +135,7 @@ class BrokerMetrics:
         self.bytes_out: dict[str, int] = {}
         self.produce_requests: dict[str, int] = {}  # per topic: partitions produced to, as Kafka counts them
         self.fetch_requests: dict[str, int] = {}
-        self.connections: Iterable = ()  # the open connections (net/server.py hands its set over)
+        self.connections: Iterable = ()  # the open connections (odradek/server.py hands its set over)
         self.ready = False  # set once the listeners accept connections (and the broker joined its cluster)
         self.idle_ratio = 1.0
         self._busy_s = 0.0
@@ -264,7 +283,7 @@ class BrokerCollector:
             yield family
 
     @staticmethod
-    def _logs(broker: "Broker"):
+    def _logs(broker: MeteredBroker):
         labels = ["topic", "partition"]
         size = GaugeMetricFamily("kafka_log_log_size", "Bytes of the partition's log on disk", labels=labels)
         segments = GaugeMetricFamily("kafka_log_log_numlogsegments", "Segments of the partition's log",
@@ -286,7 +305,7 @@ class BrokerCollector:
                                 "Producer ids with state in this broker's partition logs", value=producers)
 
     @staticmethod
-    def _replicas(broker: "Broker"):
+    def _replicas(broker: MeteredBroker):
         replicas = broker.replicas
         leaders = under = 0
         for partition in replicas.partitions.values():
@@ -311,7 +330,7 @@ class BrokerCollector:
                                   value=replicas.isr_expands)
 
     @staticmethod
-    def _groups(broker: "Broker"):
+    def _groups(broker: MeteredBroker):
         coordinator = broker.coordinator
         by_state: dict[tuple[str, str], int] = {}
         lag = GaugeMetricFamily("kafka_consumergroup_lag", "High watermark minus the committed offset, per group "
@@ -348,7 +367,7 @@ class BrokerCollector:
         yield lag
 
     @staticmethod
-    def _transactions(broker: "Broker"):
+    def _transactions(broker: MeteredBroker):
         family = GaugeMetricFamily("odradek_transactions", "Transactional ids this broker coordinates, by state",
                                    labels=["state"])
         open_txns = 0
@@ -367,7 +386,7 @@ class BrokerCollector:
                                 "open (Ongoing, PrepareCommit, PrepareAbort)", value=open_txns)
 
     @staticmethod
-    def _flusher(broker: "Broker"):
+    def _flusher(broker: MeteredBroker):
         timings = broker.logs.flusher.timings
         histogram = Histogram(timings.BOUNDS_MS)
         with timings.lock:
@@ -381,7 +400,7 @@ class BrokerCollector:
         yield family
 
 
-def _leaderless(broker: "Broker", topic: str, index: int) -> bool:
+def _leaderless(broker: MeteredBroker, topic: str, index: int) -> bool:
     info = broker.metadata.partition(topic, index)
     return info is not None and info.leader < 0
 

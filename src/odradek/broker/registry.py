@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Awaitable, Callable, Union
 
 if TYPE_CHECKING:
-    from odradek.broker.core import RequestContext
+    from odradek.broker.context import RequestContext
 
 Body = dict[str, Any]
 HandlerFn = Callable[["RequestContext", Body], Union[Body, None, Awaitable[Union[Body, None]]]]

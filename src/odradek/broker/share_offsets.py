@@ -10,11 +10,11 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from odradek.broker.authorizer import Operation as Op, ResourceType as Res
+from odradek.security.authorizer import Operation as Op, ResourceType as Res
 from odradek.protocol.errors import ErrorCode
 
 if TYPE_CHECKING:
-    from odradek.broker.core import RequestContext
+    from odradek.broker.context import RequestContext
 
 
 def offsets_refusal(ctx: "RequestContext", group_id: str, operation: int,

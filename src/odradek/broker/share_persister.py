@@ -25,18 +25,30 @@ from __future__ import annotations
 import asyncio
 import logging
 from concurrent.futures import Future
-from typing import TYPE_CHECKING, Any, Awaitable, Callable
+from typing import TYPE_CHECKING, Any, Awaitable, Callable, Protocol
 
 from odradek.cluster.broker_client import BrokerUnavailable
+from odradek.cluster.metadata import BrokerInfo
 from odradek.coordinator.share_coordinator import RETRIABLE, LocalPersister, Run, StoredState
 from odradek.coordinator.share_state import StateKey, key_text
 from odradek.protocol.api_keys import ApiKey
 from odradek.protocol.errors import ErrorCode
 
-if TYPE_CHECKING:
-    from odradek.broker.core import Broker
+
+if TYPE_CHECKING:  # the cluster member imports kazoo, which a single node never loads
+    from odradek.cluster.local import LocalController
+    from odradek.cluster.member import ClusterMember
 
 log = logging.getLogger(__name__)
+
+
+class PersisterBroker(Protocol):
+    """What the persister needs of the broker (core.py's Broker)."""
+
+    node_id: int
+    cluster: "LocalController | ClusterMember"
+
+    def share_coordinator_node(self, key: str) -> BrokerInfo | None: ...
 
 REQUEST_TIMEOUT_S = 10.0
 RETRY_FOR_S = 20.0
@@ -44,7 +56,7 @@ RETRY_BACKOFF_S = 0.25
 
 
 class RemotePersister:
-    def __init__(self, broker: "Broker", local: LocalPersister) -> None:
+    def __init__(self, broker: PersisterBroker, local: LocalPersister) -> None:
         self.broker = broker
         self.local = local
         self._last: dict[StateKey, asyncio.Future] = {}  # the latest call on each key

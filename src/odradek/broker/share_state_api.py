@@ -14,13 +14,13 @@ import asyncio
 from concurrent.futures import Future
 from typing import TYPE_CHECKING, Any, Callable
 
-from odradek.broker.authorizer import CLUSTER_NAME, Operation as Op, ResourceType as Res
+from odradek.security.authorizer import CLUSTER_NAME, Operation as Op, ResourceType as Res
 from odradek.coordinator.share_coordinator import ShareCoordinator
 from odradek.coordinator.share_state import StateKey
 from odradek.protocol.errors import ErrorCode
 
 if TYPE_CHECKING:
-    from odradek.broker.core import RequestContext
+    from odradek.broker.context import RequestContext
 
 # (the share coordinator, the key, the request's partition entry) -> a future of the call's outcome
 Call = Callable[[ShareCoordinator, StateKey, dict], Future]

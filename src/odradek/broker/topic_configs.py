@@ -15,8 +15,8 @@ from __future__ import annotations
 
 import asyncio
 
-from odradek.broker.authorizer import CLUSTER_NAME, Operation, ResourceType
-from odradek.broker.core import RequestContext
+from odradek.security.authorizer import CLUSTER_NAME, Operation, ResourceType
+from odradek.broker.context import RequestContext
 from odradek.cluster.admin import AdminError
 from odradek.config import validate_topic_config
 from odradek.protocol.errors import ErrorCode

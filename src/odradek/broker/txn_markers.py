@@ -20,22 +20,36 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from typing import TYPE_CHECKING, Protocol
 from concurrent.futures import Future
-from typing import TYPE_CHECKING
 
 from odradek.cluster.broker_client import BrokerUnavailable
+from odradek.cluster.metadata import MetadataCache
 from odradek.cluster.partition import ReplicationError
-from odradek.coordinator import OFFSETS_TOPIC
+from odradek.cluster.replica_manager import ReplicaManager
+from odradek.coordinator import OFFSETS_TOPIC, Coordinator
 from odradek.protocol.api_keys import ApiKey
 from odradek.protocol.errors import ErrorCode
 from odradek.records.batch import validate_v2
 from odradek.records.codec import ABORT, COMMIT, build_control_batch
 from odradek.storage.producer_state import InvalidProducerEpochError
 
-if TYPE_CHECKING:
-    from odradek.broker.core import Broker
+
+if TYPE_CHECKING:  # the cluster member imports kazoo, which a single node never loads
+    from odradek.cluster.local import LocalController
+    from odradek.cluster.member import ClusterMember
 
 log = logging.getLogger(__name__)
+
+
+class MarkerBroker(Protocol):
+    """What the markers need of the broker (core.py's Broker)."""
+
+    node_id: int
+    metadata: MetadataCache
+    replicas: ReplicaManager
+    cluster: "LocalController | ClusterMember"
+    coordinator: Coordinator | None
 
 TopicPartition = tuple[str, int]
 WRITE_TXN_MARKERS_VERSION = 1
@@ -44,7 +58,7 @@ MARKER_TIMEOUT_S = 30.0
 _DONE = (ErrorCode.NONE, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, ErrorCode.INVALID_PRODUCER_EPOCH)
 
 
-async def write_markers_here(broker: "Broker", producer_id: int, producer_epoch: int, coordinator_epoch: int,
+async def write_markers_here(broker: MarkerBroker, producer_id: int, producer_epoch: int, coordinator_epoch: int,
                              commit: bool, partitions: list[TopicPartition]) -> dict[TopicPartition, int]:
     """Append the marker to each partition this broker leads; an error code per partition."""
     errors: dict[TopicPartition, int] = {}
@@ -85,7 +99,7 @@ async def write_markers_here(broker: "Broker", producer_id: int, producer_epoch:
 
 
 class TxnMarkerChannel:
-    def __init__(self, broker: "Broker") -> None:
+    def __init__(self, broker: MarkerBroker) -> None:
         self.broker = broker
 
     async def write_markers(self, producer_id: int, producer_epoch: int, coordinator_epoch: int, commit: bool,

@@ -13,22 +13,18 @@ Not thread-safe; owned by the event loop.
 from __future__ import annotations
 
 import logging
-from typing import TYPE_CHECKING
-
-from odradek.broker.authorizer import AclFile
-from odradek.broker.quotas import QuotaFile
-from odradek.broker.scram_store import ScramFile
+from odradek.security.authorizer import AclFile
+from odradek.security.quotas import QuotaFile
+from odradek.security.scram_store import ScramFile
 from odradek.cluster.admin import AdminError, check_assignment
+from odradek.cluster.host import BrokerHost
 from odradek.cluster.metadata import BrokerInfo, PartitionInfo
 from odradek.cluster.replica_manager import PartitionStateChange
 from odradek.cluster.topics import Topic, TopicRegistry, new_topic_id
-from odradek.coordinator import internal_topics, on_demand_topics
-from odradek.coordinator.producer_ids import ProducerIdManager
+from odradek.cluster.producer_ids import ProducerIdManager
 from odradek.net.listeners import ListenerSetup
 from odradek.protocol.errors import ErrorCode
 
-if TYPE_CHECKING:
-    from odradek.broker.core import Broker
 
 log = logging.getLogger(__name__)
 
@@ -36,7 +32,7 @@ LEADER_EPOCH = 0  # a single node never changes leader
 
 
 class LocalController:
-    def __init__(self, broker: "Broker") -> None:
+    def __init__(self, broker: BrokerHost) -> None:
         self.broker = broker
         self.registry = TopicRegistry(broker.data_dir)
         self.admin = self  # it decides topics alone (cluster/admin.py TopicAdmin)
@@ -73,7 +69,7 @@ class LocalController:
         broker.quotas.persist = quota_file.persist
         for topic in self.registry.all():
             self._publish(topic, 0)
-        for name, partitions, configs in internal_topics(broker.config):
+        for name, partitions, configs in broker.internal_topics:
             if self.registry.get(name) is None:
                 self.create_topic_now(name, partitions, configs)
         broker.cluster_known()  # a single node is its own cluster
@@ -85,7 +81,7 @@ class LocalController:
         return None
 
     def create_internal_topic(self, name: str) -> None:
-        for internal, partitions, configs in internal_topics(self.broker.config) + on_demand_topics(self.broker.config):
+        for internal, partitions, configs in self.broker.internal_topics + self.broker.on_demand_topics:
             if internal == name and self.registry.get(name) is None:
                 self.create_topic_now(name, partitions, configs)
 

@@ -36,9 +36,9 @@ import base64
 import logging
 import time
 import uuid
-from typing import TYPE_CHECKING, Iterable
+from typing import Iterable
 
-from odradek.broker.quotas import QUOTA_KEYS, QuotaEntity
+from odradek.security.quotas import QUOTA_KEYS, QuotaEntity
 from odradek.cluster import ClusterError
 from odradek.cluster import zk_acls
 from odradek.cluster import zk_layout as L
@@ -46,6 +46,7 @@ from odradek.cluster.broker_client import BrokerClient, BrokerUnavailable
 from odradek.cluster.controller import Controller, ShutdownRefused
 from odradek.cluster.controller import broker_changes
 from odradek.cluster.fetcher import FetcherSettings, ReplicaFetcherManager, ReplicationThrottle
+from odradek.cluster.host import BrokerHost
 from odradek.cluster.metadata import LEADER_DURING_DELETE, BrokerInfo, PartitionInfo
 from odradek.cluster.partition import Partition
 from odradek.cluster.replica_manager import IsrWritten, PartitionStateChange
@@ -61,8 +62,6 @@ from odradek.protocol.api_keys import ApiKey
 from odradek.protocol.errors import ErrorCode
 from odradek.storage.files import write_file_atomically
 
-if TYPE_CHECKING:
-    from odradek.broker.core import Broker
 
 log = logging.getLogger(__name__)
 PEER_RECHECK_S = 1.0  # while ZooKeeper is away but the brokers reach us: how often to look again
@@ -74,7 +73,7 @@ HANDOVER_GRACE_S = 0.25
 
 
 class ClusterMember:
-    def __init__(self, broker: "Broker") -> None:
+    def __init__(self, broker: BrokerHost) -> None:
         self.broker = broker
         config = broker.config
         self.broker_id = config.node_id

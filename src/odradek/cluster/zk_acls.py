@@ -18,7 +18,7 @@ import json
 from collections import defaultdict
 from typing import Iterable
 
-from odradek.broker.authorizer import AclBinding, Operation, PatternType, Permission, ResourceType
+from odradek.security.authorizer import AclBinding, Operation, PatternType, Permission, ResourceType
 from odradek.cluster.zk import NoNodeError, ZkClient
 
 LITERAL_ROOT = "/kafka-acl"

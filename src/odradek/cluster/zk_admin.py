@@ -25,25 +25,39 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 from odradek.cluster import zk_layout as L
 from odradek.cluster.admin import AdminError, check_assignment, place_replicas
+from odradek.cluster.controller import Controller
+from odradek.cluster.host import BrokerHost
 from odradek.cluster.topics import Topic, new_topic_id
-from odradek.cluster.zk import BadVersionError, NodeExistsError
-from odradek.coordinator import internal_topics, on_demand_topics
+from odradek.cluster.zk import BadVersionError, NodeExistsError, ZkClient
 from odradek.protocol.errors import ErrorCode
-
-if TYPE_CHECKING:
-    from odradek.cluster.member import ClusterMember
 
 log = logging.getLogger(__name__)
 
 TopicPartition = tuple[str, int]
 
 
+class AdminMember(Protocol):
+    """What ZkAdmin needs of the cluster member it serves (cluster/member.py's ClusterMember)."""
+
+    broker: BrokerHost
+    broker_id: int
+    controller: Controller | None
+    zk: ZkClient | None
+
+    @property
+    def is_controller(self) -> bool: ...
+
+    def topic_configs_changed(self, topic: str, configs: dict[str, str]) -> None: ...
+
+    async def broker_configs_changed(self) -> None: ...
+
+
 class ZkAdmin:
-    def __init__(self, member: "ClusterMember") -> None:
+    def __init__(self, member: AdminMember) -> None:
         self.member = member
         self._creating: set[str] = set()
         self._tasks: set[asyncio.Task] = set()
@@ -107,7 +121,8 @@ class ZkAdmin:
         factor_key = {"__consumer_offsets": "offsets.topic.replication.factor",
                       "__share_group_state": "share.coordinator.state.topic.replication.factor"}.get(
             name, "transaction.state.log.replication.factor")
-        for internal, partitions, configs in internal_topics(config) + on_demand_topics(config):
+        broker = self.member.broker
+        for internal, partitions, configs in broker.internal_topics + broker.on_demand_topics:
             if internal == name:
                 if name == "__transaction_state":
                     configs = {**configs, "min.insync.replicas": str(config.int("transaction.state.log.min.isr"))}

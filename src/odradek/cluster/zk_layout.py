@@ -37,7 +37,7 @@ import time
 from dataclasses import dataclass, field
 from urllib.parse import quote, unquote
 
-from odradek.broker.quotas import DEFAULT, DefaultName, QuotaEntity
+from odradek.security.quotas import DEFAULT, DefaultName, QuotaEntity
 
 CLUSTER_ID = "/cluster/id"
 CONTROLLER = "/controller"

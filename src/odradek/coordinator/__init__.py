@@ -5,7 +5,7 @@ transactions, kept in `__transaction_state`, and share groups, whose delivery st
 Modules: `group` (one group's state), `group_coordinator` (membership: join/sync/heartbeat/leave, timers),
 `offset_manager` (commit/fetch/delete, expiry), `offsets` (the in-memory offset map), `persistence` (the
 record format and the log writer/replayer), `placement` (the partition of a coordinator key: Kafka's rule), `timers` (real and fake clocks), `service` (the wiring),
-`transactions` and `txn_state` (the transaction coordinator), `producer_ids` (producer id allocation),
+`transactions` and `txn_state` (the transaction coordinator),
 `share_partition`, `share_groups` and `share_state` (share groups: delivery state, membership and sessions,
 and their topic).
 """

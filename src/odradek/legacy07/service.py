@@ -41,7 +41,7 @@ import logging
 import time
 from dataclasses import dataclass
 
-from odradek.broker.authorizer import CLUSTER_NAME, Operation as Op, ResourceType as Res
+from odradek.security.authorizer import CLUSTER_NAME, Operation as Op, ResourceType as Res
 from odradek.broker.core import Broker, now_ms
 from odradek.broker.metrics import KAFKA07_KEY_BASE
 from odradek.cluster.partition import Partition, ReplicationError

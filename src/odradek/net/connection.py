@@ -23,7 +23,7 @@ fd. This works alike on asyncio's selector loop and on uvloop (whose loop.sendfi
 On a TLS listener the bytes must pass through the encryption in user space: regions are read (pread) and
 written through the transport like any other response, whose flow control then applies.
 
-A client over one of its quotas (broker/quotas.py) is muted the same way for its throttle time: its
+A client over one of its quotas (security/quotas.py) is muted the same way for its throttle time: its
 response goes out at once, and nothing more is read from it until the time has passed (KIP-219).
 
 On a SASL listener, until the login completes (and again from a re-authentication's SaslHandshake until
@@ -31,7 +31,7 @@ it completes), the frame limit is the listener's `sasl.server.max.receive.size` 
 Kafka's SaslServerAuthenticator reads with: a stranger cannot make the broker buffer more than that.
 
 `connections.max.idle.ms`: a read marks the connection active (an attribute store, nothing more); the
-server's sweep (net/server.py) calls `sweep_idle` a few times per idle period, and a connection neither
+server's sweep (odradek/server.py) calls `sweep_idle` a few times per idle period, and a connection neither
 read from nor holding a request in flight (a handler's answer awaited, its frame waiting for request
 memory, a quota's throttle, a client not reading its responses) for the whole period is closed, as
 Kafka's Selector closes a connection by the time of its last activity. A TLS connection is a
@@ -261,7 +261,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
         return self.is_open
 
     def throttle(self, delay_ms: int) -> None:
-        """Read nothing more for ``delay_ms`` (a client over its quota: broker/quotas.py); the responses
+        """Read nothing more for ``delay_ms`` (a client over its quota: security/quotas.py); the responses
         already due still go out."""
         loop = asyncio.get_running_loop()
         until = loop.time() + delay_ms / 1000.0

@@ -21,7 +21,7 @@ default GSSAPI as in Kafka, which odradek does not offer; set it):
 - PLAIN (RFC 4616): users and passwords from the JAAS-style `listener.name.<listener>.plain.sasl.jaas.config`
   (or `plain.sasl.jaas.config`), `user_<name>="<password>"` entries, as Kafka's PlainLoginModule reads them.
 - SCRAM-SHA-256 and SCRAM-SHA-512 (RFC 5802, RFC 7677): the server's side of the exchange against salted,
-  iterated credentials (`ScramCredential`), which AlterUserScramCredentials manages (broker/scram_store.py).
+  iterated credentials (`ScramCredential`), which AlterUserScramCredentials manages (security/scram_store.py).
 - OAUTHBEARER (RFC 7628) with signed-JWT validation, as Kafka's OAuthBearerValidatorCallbackHandler:
   the token's signature against the keys of `sasl.oauthbearer.jwks.endpoint.url` (a JWKS file:// or
   http(s):// URL, read again every `sasl.oauthbearer.jwks.endpoint.refresh.ms` and for an unknown key id),

@@ -40,7 +40,7 @@ from odradek.protocol.api_keys import ApiKey
 from odradek.tools.common import bootstrap_admin, key_value
 from odradek.tools.wire import raw_request
 
-# The line `odradek serve` prints once it listens (odradek.net.server.READY_MARKER; importing that
+# The line `odradek serve` prints once it listens (odradek.server.READY_MARKER; importing that
 # module would load the whole broker).
 READY_MARKER = "odradek: accepting connections on "
 ZOOKEEPER_PORT = 2181

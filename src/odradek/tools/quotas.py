@@ -1,4 +1,4 @@
-"""`odradek quotas`: list and change client quotas (broker/quotas.py), as Kafka's `kafka-configs` does for
+"""`odradek quotas`: list and change client quotas (security/quotas.py), as Kafka's `kafka-configs` does for
 users and clients:
 
     odradek quotas describe [--user NAME | --user-default] [--client-id NAME | --client-default]

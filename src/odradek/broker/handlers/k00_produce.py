@@ -65,8 +65,9 @@ import logging
 import struct
 from concurrent.futures import Future
 
-from odradek.broker.authorizer import Operation as Op, ResourceType as Res
-from odradek.broker.core import RequestContext, now_ms, when_durable
+from odradek.security.authorizer import Operation as Op, ResourceType as Res
+from odradek.broker.context import RequestContext
+from odradek.broker.core import now_ms, when_durable
 from odradek.broker.leader_hints import LEADERSHIP_ERRORS, hint_leader, node_endpoints
 from odradek.broker.registry import handler
 from odradek.cluster.partition import ReplicationError, durable_and_committed

@@ -35,7 +35,7 @@ watermark and gets no list. Control batches (markers) are returned either way; c
 Zero-copy: a v4+ fetch takes each segment's span of at least REGION_MIN_BYTES as a file region, which the
 connection sends with sendfile(2) straight from the page cache (net/connection.py); smaller spans and
 down-converted fetches are read into memory.
-Quotas (broker/quotas.py): a consumer over its `consumer_byte_rate` is answered no partitions and its
+Quotas (security/quotas.py): a consumer over its `consumer_byte_rate` is answered no partitions and its
 throttle time; the records a consumer is sent count against it. Followers are exempt.
 Gaps: no preferred read replica (consumers read from leaders only); v15+ followers (replica_state) are not
 served as followers.
@@ -44,11 +44,12 @@ served as followers.
 import time
 from typing import Callable, NamedTuple
 
-from odradek.broker.authorizer import CLUSTER_NAME, Operation as Op, ResourceType as Res
-from odradek.broker.core import RequestContext, now_ms
+from odradek.security.authorizer import CLUSTER_NAME, Operation as Op, ResourceType as Res
+from odradek.broker.context import RequestContext
+from odradek.broker.core import now_ms
 from odradek.broker.fetch_sessions import FetchSession, FetchSessionError, SessionPartition, TopicPartition
 from odradek.broker.leader_hints import LEADERSHIP_ERRORS, hint_leader, node_endpoints
-from odradek.broker.quotas import FETCH as FETCH_QUOTA
+from odradek.security.quotas import FETCH as FETCH_QUOTA
 from odradek.broker.registry import handler
 from odradek.cluster.partition import ReplicationError
 from odradek.protocol.api_keys import ApiKey

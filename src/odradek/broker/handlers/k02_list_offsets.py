@@ -17,8 +17,8 @@ read every record) answers CORRUPT_MESSAGE for its partition; the other partitio
 
 import logging
 
-from odradek.broker.authorizer import Operation as Op, ResourceType as Res
-from odradek.broker.core import RequestContext
+from odradek.security.authorizer import Operation as Op, ResourceType as Res
+from odradek.broker.context import RequestContext
 from odradek.broker.registry import handler
 from odradek.cluster.partition import ReplicationError
 from odradek.protocol.api_keys import ApiKey

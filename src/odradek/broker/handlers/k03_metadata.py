@@ -11,14 +11,14 @@ Auto-creation (`auto.create.topics.enable`) applies when the request allows it (
 name is legal. A single node creates the topic at once, so the reply already carries it with NONE; a
 cluster member asks for its creation (cluster/admin.py) and answers LEADER_NOT_AVAILABLE until the
 controller has elected the new partitions' leaders, as Kafka does; clients ask again.
-With an authorizer (broker/authorizer.py), a topic the principal may not DESCRIBE is left out of an
+With an authorizer (security/authorizer.py), a topic the principal may not DESCRIBE is left out of an
 all-topics answer and answered TOPIC_AUTHORIZATION_FAILED when named (whether or not it exists, so nothing
 leaks); auto-creation needs CREATE on the cluster or the topic. `authorized_operations` are computed when
 asked for (v8+).
 """
 
-from odradek.broker.authorizer import CLUSTER_NAME, Operation as Op, ResourceType as Res
-from odradek.broker.core import RequestContext
+from odradek.security.authorizer import CLUSTER_NAME, Operation as Op, ResourceType as Res
+from odradek.broker.context import RequestContext
 from odradek.broker.registry import handler
 
 NOT_REQUESTED = -2147483648  # authorized operations not asked for

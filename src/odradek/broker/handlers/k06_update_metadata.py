@@ -9,8 +9,8 @@ partitions ungrouped, v5+ by topic, v7+ with topic ids; brokers carry one endpoi
 """
 
 from odradek.broker.controller_requests import states_by_topic
-from odradek.broker.authorizer import CLUSTER_NAME, Operation as Op, ResourceType as Res
-from odradek.broker.core import RequestContext
+from odradek.security.authorizer import CLUSTER_NAME, Operation as Op, ResourceType as Res
+from odradek.broker.context import RequestContext
 from odradek.broker.registry import handler
 from odradek.cluster.metadata import BrokerInfo
 from odradek.net.listeners import SECURITY_PROTOCOLS

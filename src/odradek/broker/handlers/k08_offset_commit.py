@@ -17,8 +17,9 @@ A broker that does not coordinate the group answers NOT_COORDINATOR for every pa
 group (KIP-932), which has no committed offsets, GROUP_ID_NOT_FOUND (as Kafka 4.4 answers).
 """
 
-from odradek.broker.authorizer import Operation as Op, ResourceType as Res
-from odradek.broker.core import RequestContext, when_durable
+from odradek.security.authorizer import Operation as Op, ResourceType as Res
+from odradek.broker.context import RequestContext
+from odradek.broker.core import when_durable
 from odradek.broker.registry import handler
 from odradek.protocol.api_keys import ApiKey
 from odradek.protocol.errors import ErrorCode

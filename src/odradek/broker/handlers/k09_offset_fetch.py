@@ -16,8 +16,8 @@ error in v2-7, and in v0-1, which have no top-level error, on every partition as
 metadata), as Kafka answers; NOT_COORDINATOR is given the same way.
 """
 
-from odradek.broker.authorizer import Operation as Op, ResourceType as Res
-from odradek.broker.core import RequestContext
+from odradek.security.authorizer import Operation as Op, ResourceType as Res
+from odradek.broker.context import RequestContext
 from odradek.broker.registry import handler
 from odradek.coordinator.consumer_group import ConsumerGroup
 from odradek.protocol.api_keys import ApiKey

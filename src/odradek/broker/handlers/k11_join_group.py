@@ -10,8 +10,8 @@ Errors: INVALID_GROUP_ID, INVALID_SESSION_TIMEOUT (outside group.min/max.session
 INCONSISTENT_GROUP_PROTOCOL, UNKNOWN_MEMBER_ID, FENCED_INSTANCE_ID, GROUP_MAX_SIZE_REACHED.
 """
 
-from odradek.broker.authorizer import Operation as Op, ResourceType as Res
-from odradek.broker.core import RequestContext
+from odradek.security.authorizer import Operation as Op, ResourceType as Res
+from odradek.broker.context import RequestContext
 from odradek.broker.registry import handler
 from odradek.coordinator.group_coordinator import JoinRequest, join_error
 from odradek.protocol.api_keys import ApiKey

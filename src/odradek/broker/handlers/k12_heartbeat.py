@@ -6,8 +6,8 @@ does not know (expired, left, or the group is Empty), FENCED_INSTANCE_ID (v3+) f
 member. A heartbeat during CompletingRebalance is accepted.
 """
 
-from odradek.broker.authorizer import Operation as Op, ResourceType as Res
-from odradek.broker.core import RequestContext
+from odradek.security.authorizer import Operation as Op, ResourceType as Res
+from odradek.broker.context import RequestContext
 from odradek.broker.registry import handler
 from odradek.protocol.api_keys import ApiKey
 from odradek.protocol.errors import ErrorCode

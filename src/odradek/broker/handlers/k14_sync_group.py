@@ -7,8 +7,8 @@ FENCED_INSTANCE_ID (v3+), INCONSISTENT_GROUP_PROTOCOL (v5: protocol type/name di
 v5 replies carry the group's protocol type and name.
 """
 
-from odradek.broker.authorizer import Operation as Op, ResourceType as Res
-from odradek.broker.core import RequestContext
+from odradek.security.authorizer import Operation as Op, ResourceType as Res
+from odradek.broker.context import RequestContext
 from odradek.broker.registry import handler
 from odradek.coordinator.group_coordinator import sync_result
 from odradek.protocol.api_keys import ApiKey

@@ -10,8 +10,8 @@ With an authorizer, a group the principal may not DESCRIBE is answered GROUP_AUT
 `authorized_operations` (v3+, when asked for) holds the bits of what it may do with each group.
 """
 
-from odradek.broker.authorizer import Operation as Op, ResourceType as Res
-from odradek.broker.core import RequestContext
+from odradek.security.authorizer import Operation as Op, ResourceType as Res
+from odradek.broker.context import RequestContext
 from odradek.broker.registry import handler
 from odradek.coordinator.consumer_group import ConsumerGroup
 from odradek.coordinator.group import GroupState

@@ -6,8 +6,8 @@ Assigning, Reconciling and Stable, or "share" for share groups of KIP-932, Empty
 (case-insensitive; an empty filter keeps all).
 """
 
-from odradek.broker.authorizer import CLUSTER_NAME, Operation as Op, ResourceType as Res
-from odradek.broker.core import RequestContext
+from odradek.security.authorizer import CLUSTER_NAME, Operation as Op, ResourceType as Res
+from odradek.broker.context import RequestContext
 from odradek.broker.registry import handler
 from odradek.coordinator.consumer_group import ConsumerGroup
 from odradek.coordinator.group import GroupState

@@ -7,7 +7,7 @@ once that is sent. A second handshake after authentication starts re-authenticat
 a listener without SASL, and out of order, the answer is ILLEGAL_SASL_STATE.
 """
 
-from odradek.broker.core import RequestContext
+from odradek.broker.context import RequestContext
 from odradek.broker.registry import handler
 from odradek.net.sasl import SaslSession
 from odradek.protocol.api_keys import ApiKey

@@ -11,7 +11,7 @@ features (`metadata.version`, `kraft.version`, `share.version`, `streams.version
 protocols odradek does not have, and are left out.
 """
 
-from odradek.broker.core import RequestContext
+from odradek.broker.context import RequestContext
 from odradek.broker.registry import advertised_versions, handler
 from odradek.protocol.api_keys import ApiKey
 

@@ -15,8 +15,8 @@ ZooKeeper, and answers once every new partition has a leader, or REQUEST_TIMED_O
 Gaps: config sources are reported as topic (1) for overrides and default (5) otherwise.
 """
 
-from odradek.broker.authorizer import CLUSTER_NAME, Operation as Op, ResourceType as Res
-from odradek.broker.core import RequestContext
+from odradek.security.authorizer import CLUSTER_NAME, Operation as Op, ResourceType as Res
+from odradek.broker.context import RequestContext
 from odradek.broker.registry import handler
 from odradek.cluster.admin import AdminError
 from odradek.cluster.topics import topic_name_error

@@ -16,8 +16,8 @@ delete its log (StopReplica) and then removes the topic; the answer comes when t
 metadata, or REQUEST_TIMED_OUT after `timeout_ms`.
 """
 
-from odradek.broker.authorizer import CLUSTER_NAME, Operation as Op, ResourceType as Res
-from odradek.broker.core import RequestContext
+from odradek.security.authorizer import CLUSTER_NAME, Operation as Op, ResourceType as Res
+from odradek.broker.context import RequestContext
 from odradek.broker.registry import handler
 from odradek.cluster.admin import AdminError
 from odradek.protocol.api_keys import ApiKey

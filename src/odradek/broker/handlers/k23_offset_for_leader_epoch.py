@@ -15,8 +15,8 @@ consumer DESCRIBE on each topic; each partition refused says TOPIC_AUTHORIZATION
 without CLUSTER_ACTION, CLUSTER_AUTHORIZATION_FAILED).
 """
 
-from odradek.broker.authorizer import CLUSTER_NAME, Operation as Op, ResourceType as Res
-from odradek.broker.core import RequestContext
+from odradek.security.authorizer import CLUSTER_NAME, Operation as Op, ResourceType as Res
+from odradek.broker.context import RequestContext
 from odradek.broker.registry import handler
 from odradek.cluster.partition import ReplicationError
 from odradek.protocol.api_keys import ApiKey

@@ -18,8 +18,8 @@ need CLUSTER_ACTION on the cluster, else the whole request is answered CLUSTER_A
 top-level error with no results; with it, no per-transaction or per-topic check is made.
 """
 
-from odradek.broker.authorizer import CLUSTER_NAME, Operation as Op, ResourceType as Res
-from odradek.broker.core import RequestContext
+from odradek.security.authorizer import CLUSTER_NAME, Operation as Op, ResourceType as Res
+from odradek.broker.context import RequestContext
 from odradek.broker.registry import handler
 from odradek.cluster.topics import INTERNAL_TOPICS
 from odradek.protocol.api_keys import ApiKey

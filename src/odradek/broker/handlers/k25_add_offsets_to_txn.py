@@ -6,8 +6,8 @@ INVALID_PRODUCER_ID_MAPPING, the fenced code (PRODUCER_FENCED from v2, INVALID_P
 CONCURRENT_TRANSACTIONS, COORDINATOR_NOT_AVAILABLE, NOT_COORDINATOR; an empty group id → INVALID_GROUP_ID.
 """
 
-from odradek.broker.authorizer import Operation as Op, ResourceType as Res
-from odradek.broker.core import RequestContext
+from odradek.security.authorizer import Operation as Op, ResourceType as Res
+from odradek.broker.context import RequestContext
 from odradek.broker.registry import handler
 from odradek.protocol.api_keys import ApiKey
 from odradek.protocol.errors import ErrorCode

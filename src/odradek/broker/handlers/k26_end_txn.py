@@ -18,8 +18,8 @@ INVALID_TXN_STATE when it asks for the other outcome); an abort needs no open tr
 epoch), a commit does (INVALID_TXN_STATE otherwise).
 """
 
-from odradek.broker.authorizer import Operation as Op, ResourceType as Res
-from odradek.broker.core import RequestContext
+from odradek.security.authorizer import Operation as Op, ResourceType as Res
+from odradek.broker.context import RequestContext
 from odradek.broker.registry import handler
 from odradek.protocol.api_keys import ApiKey
 from odradek.protocol.errors import ErrorCode

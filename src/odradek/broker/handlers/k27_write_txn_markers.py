@@ -10,8 +10,8 @@ NOT_LEADER_OR_FOLLOWER (leadership moved: the coordinator asks the new leader), 
 Gaps: v2 (KIP-890 transaction version) is not advertised; no CLUSTER_ACTION authorization.
 """
 
-from odradek.broker.authorizer import CLUSTER_NAME, Operation as Op, ResourceType as Res
-from odradek.broker.core import RequestContext
+from odradek.security.authorizer import CLUSTER_NAME, Operation as Op, ResourceType as Res
+from odradek.broker.context import RequestContext
 from odradek.broker.registry import handler
 from odradek.broker.txn_markers import write_markers_here
 from odradek.protocol.api_keys import ApiKey

@@ -20,8 +20,8 @@ do not exist (UNKNOWN_TOPIC_OR_PARTITION) are answered first, and the others com
 v2+ carry the leader epoch.
 """
 
-from odradek.broker.authorizer import Operation as Op, ResourceType as Res
-from odradek.broker.core import RequestContext
+from odradek.security.authorizer import Operation as Op, ResourceType as Res
+from odradek.broker.context import RequestContext
 from odradek.broker.registry import handler
 from odradek.coordinator import OFFSETS_TOPIC
 from odradek.coordinator.persistence import OffsetValue

@@ -1,12 +1,12 @@
 """DescribeAcls (key 29), versions 0-3.
 
-The ACLs matching one filter (broker/authorizer.py), grouped by resource; v0 has no pattern type (LITERAL).
+The ACLs matching one filter (security/authorizer.py), grouped by resource; v0 has no pattern type (LITERAL).
 Needs DESCRIBE on the cluster (CLUSTER_AUTHORIZATION_FAILED); without an authorizer configured the answer
 is SECURITY_DISABLED, as Kafka's.
 """
 
-from odradek.broker.authorizer import AclFilter, Operation, ResourceType
-from odradek.broker.core import RequestContext
+from odradek.security.authorizer import AclFilter, Operation, ResourceType
+from odradek.broker.context import RequestContext
 from odradek.broker.registry import handler
 from odradek.protocol.api_keys import ApiKey
 from odradek.protocol.errors import ErrorCode

@@ -1,6 +1,6 @@
 """CreateAcls (key 30), versions 0-3.
 
-Adds ACLs (broker/authorizer.py); each creation gets its own result: INVALID_REQUEST for an ACL that cannot
+Adds ACLs (security/authorizer.py); each creation gets its own result: INVALID_REQUEST for an ACL that cannot
 be (ANY or UNKNOWN fields, a principal without a type, a cluster not named kafka-cluster). The valid ones are
 stored together before any applies (a file, or ZooKeeper). Needs ALTER on the cluster
 (CLUSTER_AUTHORIZATION_FAILED); without an authorizer configured: SECURITY_DISABLED.
@@ -8,8 +8,8 @@ stored together before any applies (a file, or ZooKeeper). Needs ALTER on the cl
 
 import logging
 
-from odradek.broker.authorizer import AclBinding, Operation, ResourceType, validate
-from odradek.broker.core import RequestContext
+from odradek.security.authorizer import AclBinding, Operation, ResourceType, validate
+from odradek.broker.context import RequestContext
 from odradek.broker.registry import handler
 from odradek.protocol.api_keys import ApiKey
 from odradek.protocol.errors import ErrorCode

@@ -1,13 +1,13 @@
 """DeleteAcls (key 31), versions 0-3.
 
-Removes every ACL matching each filter (broker/authorizer.py) and lists them per filter. Needs ALTER on the
+Removes every ACL matching each filter (security/authorizer.py) and lists them per filter. Needs ALTER on the
 cluster (CLUSTER_AUTHORIZATION_FAILED); without an authorizer configured: SECURITY_DISABLED.
 """
 
 import logging
 
-from odradek.broker.authorizer import Operation, ResourceType
-from odradek.broker.core import RequestContext
+from odradek.security.authorizer import Operation, ResourceType
+from odradek.broker.context import RequestContext
 from odradek.broker.handlers.k29_describe_acls import acl_filter
 from odradek.broker.registry import handler
 from odradek.protocol.api_keys import ApiKey

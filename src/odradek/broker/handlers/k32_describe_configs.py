@@ -20,8 +20,8 @@ words, as DYNAMIC_BROKER_LOGGER_CONFIG (source 6); `configuration_keys` naming n
 """
 
 from odradek.broker import broker_loggers
-from odradek.broker.authorizer import CLUSTER_NAME, Operation as Op, ResourceType as Res
-from odradek.broker.core import RequestContext
+from odradek.security.authorizer import CLUSTER_NAME, Operation as Op, ResourceType as Res
+from odradek.broker.context import RequestContext
 from odradek.broker.registry import handler
 from odradek.config import BROKER_PROPERTIES, broker_property_doc, topic_config_doc, topic_config_type
 from odradek.coordinator.share_groups import GROUP_CONFIGS

@@ -11,7 +11,7 @@ anything else → INVALID_REQUEST. Other resource types, BROKER_LOGGER (8) inclu
 IncrementalAlterConfigs.
 """
 
-from odradek.broker.core import RequestContext
+from odradek.broker.context import RequestContext
 from odradek.broker.registry import handler
 from odradek.broker.topic_configs import RESOURCE_BROKER, apply_broker_configs, apply_overrides, resource_error, \
     response_entry

@@ -11,8 +11,8 @@ Needs ALTER on the cluster: otherwise every partition is CLUSTER_AUTHORIZATION_F
 
 import os
 
-from odradek.broker.authorizer import CLUSTER_NAME, Operation as Op, ResourceType as Res
-from odradek.broker.core import RequestContext
+from odradek.security.authorizer import CLUSTER_NAME, Operation as Op, ResourceType as Res
+from odradek.broker.context import RequestContext
 from odradek.broker.registry import handler
 from odradek.protocol.api_keys import ApiKey
 from odradek.protocol.errors import ErrorCode

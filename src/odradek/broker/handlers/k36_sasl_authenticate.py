@@ -9,7 +9,7 @@ Out of order, or on a listener without SASL: ILLEGAL_SASL_STATE.
 
 import time
 
-from odradek.broker.core import RequestContext
+from odradek.broker.context import RequestContext
 from odradek.broker.registry import handler
 from odradek.net.sasl import AuthenticationFailed, SaslSession
 from odradek.protocol.api_keys import ApiKey

@@ -8,8 +8,8 @@ itself); unknown topic → UNKNOWN_TOPIC_OR_PARTITION; a topic named twice → I
 elsewhere); it answers once the new partitions have leaders, or REQUEST_TIMED_OUT after `timeout_ms`.
 """
 
-from odradek.broker.authorizer import Operation as Op, ResourceType as Res
-from odradek.broker.core import RequestContext
+from odradek.security.authorizer import Operation as Op, ResourceType as Res
+from odradek.broker.context import RequestContext
 from odradek.broker.registry import handler
 from odradek.cluster.admin import AdminError
 from odradek.protocol.api_keys import ApiKey

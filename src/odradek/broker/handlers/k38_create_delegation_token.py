@@ -10,8 +10,8 @@ are -1 for the broker's own refusals and 0 for the disabled answer, as Kafka's a
 Gaps: tokens themselves (creation, SCRAM login with a token) are not implemented.
 """
 
-from odradek.broker.authorizer import Operation as Op, ResourceType as Res
-from odradek.broker.core import RequestContext
+from odradek.security.authorizer import Operation as Op, ResourceType as Res
+from odradek.broker.context import RequestContext
 from odradek.broker.delegation_tokens import ERROR_TIMESTAMP, token_requests_allowed
 from odradek.broker.registry import handler
 from odradek.protocol.api_keys import ApiKey

@@ -7,7 +7,7 @@ Kafka without `delegation.token.secret.key` answers.
 Gaps: tokens are not implemented.
 """
 
-from odradek.broker.core import RequestContext
+from odradek.broker.context import RequestContext
 from odradek.broker.delegation_tokens import expiry_answer
 from odradek.broker.registry import handler
 from odradek.protocol.api_keys import ApiKey

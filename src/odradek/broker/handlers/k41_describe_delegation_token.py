@@ -7,7 +7,7 @@ without `delegation.token.secret.key` answers (it checks nothing else first).
 Gaps: tokens are not implemented.
 """
 
-from odradek.broker.core import RequestContext
+from odradek.broker.context import RequestContext
 from odradek.broker.delegation_tokens import token_requests_allowed
 from odradek.broker.registry import handler
 from odradek.protocol.api_keys import ApiKey

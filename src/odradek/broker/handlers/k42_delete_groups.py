@@ -5,8 +5,8 @@ GROUP_ID_NOT_FOUND for an unknown group, NON_EMPTY_GROUP while it has members, I
 A share group (KIP-932) is deleted with its delivery state and group configs, once it has no members.
 """
 
-from odradek.broker.authorizer import Operation as Op, ResourceType as Res
-from odradek.broker.core import RequestContext
+from odradek.security.authorizer import Operation as Op, ResourceType as Res
+from odradek.broker.context import RequestContext
 from odradek.broker.registry import handler
 from odradek.protocol.api_keys import ApiKey
 from odradek.protocol.errors import ErrorCode

@@ -11,8 +11,8 @@ leads everything already: ELECTION_NOT_NEEDED.
 
 import asyncio
 
-from odradek.broker.authorizer import CLUSTER_NAME, Operation as Op, ResourceType as Res
-from odradek.broker.core import RequestContext
+from odradek.security.authorizer import CLUSTER_NAME, Operation as Op, ResourceType as Res
+from odradek.broker.context import RequestContext
 from odradek.broker.registry import handler
 from odradek.cluster.admin import AdminError
 from odradek.protocol.api_keys import ApiKey

@@ -15,8 +15,8 @@ change (SET to TRACE/DEBUG/INFO/WARN/ERROR/FATAL, DELETE back to the parent's le
 """
 
 from odradek.broker import broker_loggers
-from odradek.broker.authorizer import CLUSTER_NAME, Operation as Op, ResourceType as Res
-from odradek.broker.core import RequestContext
+from odradek.security.authorizer import CLUSTER_NAME, Operation as Op, ResourceType as Res
+from odradek.broker.context import RequestContext
 from odradek.broker.registry import handler
 from odradek.broker.topic_configs import RESOURCE_BROKER, RESOURCE_GROUP, apply_broker_configs, \
     apply_group_configs, apply_overrides, resource_error, response_entry

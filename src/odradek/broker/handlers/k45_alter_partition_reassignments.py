@@ -14,8 +14,8 @@ of itself is a no-op, anything else INVALID_REPLICA_ASSIGNMENT.
 
 import asyncio
 
-from odradek.broker.authorizer import CLUSTER_NAME, Operation as Op, ResourceType as Res
-from odradek.broker.core import RequestContext
+from odradek.security.authorizer import CLUSTER_NAME, Operation as Op, ResourceType as Res
+from odradek.broker.context import RequestContext
 from odradek.broker.registry import handler
 from odradek.cluster.admin import AdminError
 from odradek.protocol.api_keys import ApiKey

@@ -7,8 +7,8 @@ partition that does not exist. As in Kafka, partitions of topics the user may no
 TOPIC_AUTHORIZATION_FAILED and the others are deleted all the same; a group-level error is the whole answer.
 """
 
-from odradek.broker.authorizer import Operation as Op, ResourceType as Res
-from odradek.broker.core import RequestContext
+from odradek.security.authorizer import Operation as Op, ResourceType as Res
+from odradek.broker.context import RequestContext
 from odradek.broker.registry import handler
 from odradek.protocol.api_keys import ApiKey
 from odradek.protocol.errors import ErrorCode

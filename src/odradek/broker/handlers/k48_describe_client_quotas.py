@@ -1,6 +1,6 @@
 """DescribeClientQuotas (key 48), versions 0-1.
 
-The configured client quotas (broker/quotas.py) whose entity the filter selects. Each component names an
+The configured client quotas (security/quotas.py) whose entity the filter selects. Each component names an
 entity type (`user` or `client-id`) and a match: 0 the exact name, 1 the default, 2 any name; every
 component must match, and `strict` also leaves out entities with parts the filter does not name. An
 entity type other than those two, or one named twice, is INVALID_REQUEST for the whole request, as is an
@@ -9,9 +9,9 @@ exact match without a name.
 Needs DESCRIBE_CONFIGS on the cluster (CLUSTER_AUTHORIZATION_FAILED).
 """
 
-from odradek.broker.authorizer import CLUSTER_NAME, Operation as Op, ResourceType as Res
-from odradek.broker.core import RequestContext
-from odradek.broker.quotas import CLIENT_ID, USER
+from odradek.security.authorizer import CLUSTER_NAME, Operation as Op, ResourceType as Res
+from odradek.broker.context import RequestContext
+from odradek.security.quotas import CLIENT_ID, USER
 from odradek.broker.registry import handler
 from odradek.protocol.api_keys import ApiKey
 from odradek.protocol.errors import ErrorCode

@@ -1,6 +1,6 @@
 """AlterClientQuotas (key 49), versions 0-1.
 
-Sets and removes client quotas (broker/quotas.py). An entity is a user, a client id or both (a null name:
+Sets and removes client quotas (security/quotas.py). An entity is a user, a client id or both (a null name:
 the default); each op sets a key (`producer_byte_rate`, `consumer_byte_rate`, `request_percentage`) or
 removes it. Per entry, the first failing check wins, all INVALID_REQUEST: an entity that is empty, names a
 type other than those two or one type twice; an unknown key; a value that is not positive, or a byte rate
@@ -12,9 +12,9 @@ Needs ALTER_CONFIGS on the cluster (CLUSTER_AUTHORIZATION_FAILED).
 
 import logging
 
-from odradek.broker.authorizer import CLUSTER_NAME, Operation as Op, ResourceType as Res
-from odradek.broker.core import RequestContext
-from odradek.broker.quotas import CLIENT_ID, DEFAULT, USER, QuotaEntity, validate_value
+from odradek.security.authorizer import CLUSTER_NAME, Operation as Op, ResourceType as Res
+from odradek.broker.context import RequestContext
+from odradek.security.quotas import CLIENT_ID, DEFAULT, USER, QuotaEntity, validate_value
 from odradek.broker.registry import handler
 from odradek.protocol.api_keys import ApiKey
 from odradek.protocol.errors import ErrorCode

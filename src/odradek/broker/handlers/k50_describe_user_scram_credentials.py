@@ -1,14 +1,14 @@
 """DescribeUserScramCredentials (key 50), version 0.
 
-The mechanisms and iteration counts of users' SCRAM credentials (broker/scram_store.py), never salts or
+The mechanisms and iteration counts of users' SCRAM credentials (security/scram_store.py), never salts or
 keys. No users named (null or empty): every user with a credential. A user without one gets
 RESOURCE_NOT_FOUND, a user named twice DUPLICATE_RESOURCE.
 
 Needs DESCRIBE on the cluster (CLUSTER_AUTHORIZATION_FAILED).
 """
 
-from odradek.broker.authorizer import CLUSTER_NAME, Operation as Op, ResourceType as Res
-from odradek.broker.core import RequestContext
+from odradek.security.authorizer import CLUSTER_NAME, Operation as Op, ResourceType as Res
+from odradek.broker.context import RequestContext
 from odradek.broker.registry import handler
 from odradek.net.sasl import SCRAM_MECHANISM_IDS
 from odradek.protocol.api_keys import ApiKey

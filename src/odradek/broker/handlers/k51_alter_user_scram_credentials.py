@@ -1,6 +1,6 @@
 """AlterUserScramCredentials (key 51), version 0.
 
-Upserts and deletes users' SCRAM credentials (broker/scram_store.py). The client sends the salted password
+Upserts and deletes users' SCRAM credentials (security/scram_store.py). The client sends the salted password
 (PBKDF2 of the password with the salt and iterations it chose), never the password; the broker keeps only
 the stored and server keys derived from it. Per user, the first failing check wins: an empty name or an
 iteration count outside 4096-16384 is UNACCEPTABLE_CREDENTIAL, an unknown mechanism
@@ -14,8 +14,8 @@ Needs ALTER on the cluster (CLUSTER_AUTHORIZATION_FAILED).
 import logging
 from collections import Counter
 
-from odradek.broker.authorizer import CLUSTER_NAME, Operation as Op, ResourceType as Res
-from odradek.broker.core import RequestContext
+from odradek.security.authorizer import CLUSTER_NAME, Operation as Op, ResourceType as Res
+from odradek.broker.context import RequestContext
 from odradek.broker.registry import handler
 from odradek.net.sasl import MAX_ITERATIONS, MIN_ITERATIONS, SCRAM_MECHANISM_IDS, ScramCredential
 from odradek.protocol.api_keys import ApiKey

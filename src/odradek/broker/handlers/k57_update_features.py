@@ -12,8 +12,8 @@ Gaps (deliberate): a downgrade Kafka would carry out (SAFE/UNSAFE_DOWNGRADE to a
 INVALID_UPDATE_VERSION here, since odradek cannot change what its protocol speaks at run time.
 """
 
-from odradek.broker.authorizer import CLUSTER_NAME, Operation as Op, ResourceType as Res
-from odradek.broker.core import RequestContext
+from odradek.security.authorizer import CLUSTER_NAME, Operation as Op, ResourceType as Res
+from odradek.broker.context import RequestContext
 from odradek.broker.handlers.k18_api_versions import FINALIZED_FEATURES, SUPPORTED_FEATURES
 from odradek.broker.registry import handler
 from odradek.protocol.api_keys import ApiKey

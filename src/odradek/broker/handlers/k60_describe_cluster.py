@@ -3,12 +3,12 @@
 The live brokers and the controller, from the metadata cache (a single node is the whole cluster and its
 controller). v1 `endpoint_type` 1 (brokers) is answered;
 2 (controllers) → UNSUPPORTED_ENDPOINT_TYPE, as a broker listener does in Kafka. The cluster's
-`authorized_operations` are computed when asked for (broker/authorizer.py), and are 0 for a principal
+`authorized_operations` are computed when asked for (security/authorizer.py), and are 0 for a principal
 that may not DESCRIBE the cluster, as in Kafka.
 """
 
-from odradek.broker.authorizer import CLUSTER_NAME, Operation, ResourceType
-from odradek.broker.core import RequestContext
+from odradek.security.authorizer import CLUSTER_NAME, Operation, ResourceType
+from odradek.broker.context import RequestContext
 from odradek.broker.registry import handler
 from odradek.protocol.api_keys import ApiKey
 from odradek.protocol.errors import ErrorCode

@@ -6,8 +6,8 @@ offset of its open transaction there (-1: none). A partition that does not exist
 UNKNOWN_TOPIC_OR_PARTITION; one this broker does not lead → NOT_LEADER_OR_FOLLOWER.
 """
 
-from odradek.broker.authorizer import Operation as Op, ResourceType as Res
-from odradek.broker.core import RequestContext
+from odradek.security.authorizer import Operation as Op, ResourceType as Res
+from odradek.broker.context import RequestContext
 from odradek.broker.registry import handler
 from odradek.cluster.partition import ReplicationError
 from odradek.protocol.api_keys import ApiKey

@@ -6,8 +6,8 @@ group's `__consumer_offsets` partition included after AddOffsetsToTxn). Unknown 
 TRANSACTIONAL_ID_NOT_FOUND; an id this broker does not coordinate → NOT_COORDINATOR.
 """
 
-from odradek.broker.authorizer import Operation as Op, ResourceType as Res
-from odradek.broker.core import RequestContext
+from odradek.security.authorizer import Operation as Op, ResourceType as Res
+from odradek.broker.context import RequestContext
 from odradek.broker.registry import handler
 from odradek.protocol.api_keys import ApiKey
 from odradek.protocol.errors import ErrorCode

@@ -17,8 +17,8 @@ Gaps: rack-aware assignment (`rack_id` is only reported), client-side assignors,
 running classic group to this protocol (an empty classic group is converted).
 """
 
-from odradek.broker.authorizer import Operation as Op, ResourceType as Res
-from odradek.broker.core import RequestContext
+from odradek.security.authorizer import Operation as Op, ResourceType as Res
+from odradek.broker.context import RequestContext
 from odradek.broker.handlers.k11_join_group import client_host
 from odradek.broker.registry import handler
 from odradek.coordinator.consumer_groups import HeartbeatRequest

@@ -8,8 +8,8 @@ set named by topic id and name (a member without a regex shows an empty one, as 
 group and a share group are answered GROUP_ID_NOT_FOUND with Kafka's message; `authorized_operations` as DescribeGroups.
 """
 
-from odradek.broker.authorizer import Operation as Op, ResourceType as Res
-from odradek.broker.core import RequestContext
+from odradek.security.authorizer import Operation as Op, ResourceType as Res
+from odradek.broker.context import RequestContext
 from odradek.broker.registry import handler
 from odradek.coordinator.consumer_group import ConsumerGroup, grouped
 from odradek.protocol.api_keys import ApiKey

@@ -6,7 +6,8 @@ types (zstd, lz4, gzip, snappy), a push interval of 5 minutes and `telemetry.max
 the push interval → THROTTLING_QUOTA_EXCEEDED (see `broker.client_telemetry`).
 """
 
-from odradek.broker.core import RequestContext, now_ms
+from odradek.broker.context import RequestContext
+from odradek.broker.core import now_ms
 from odradek.broker.registry import handler
 from odradek.protocol.api_keys import ApiKey
 

@@ -8,7 +8,8 @@ compression type → UNSUPPORTED_COMPRESSION_TYPE, more than `telemetry.max.byte
 (see `broker.client_telemetry`).
 """
 
-from odradek.broker.core import RequestContext, now_ms
+from odradek.broker.context import RequestContext
+from odradek.broker.core import now_ms
 from odradek.broker.registry import handler
 from odradek.protocol.api_keys import ApiKey
 

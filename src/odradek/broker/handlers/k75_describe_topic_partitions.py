@@ -15,8 +15,8 @@ of an all-topics answer and answered TOPIC_AUTHORIZATION_FAILED, after the other
 Gaps: eligible leader replicas (KIP-966's ELR) belong to KRaft's controller; the lists are always empty.
 """
 
-from odradek.broker.authorizer import Operation as Op, ResourceType as Res
-from odradek.broker.core import RequestContext
+from odradek.security.authorizer import Operation as Op, ResourceType as Res
+from odradek.broker.context import RequestContext
 from odradek.broker.handlers.k03_metadata import partition_entry
 from odradek.broker.registry import handler
 from odradek.protocol.api_keys import ApiKey

@@ -13,7 +13,7 @@ is not configurable (Kafka's `simple` assignor divides the partitions among the 
 when members outnumber partitions).
 """
 
-from odradek.broker.core import RequestContext
+from odradek.broker.context import RequestContext
 from odradek.broker.handlers.k11_join_group import client_host
 from odradek.broker.handlers.k68_consumer_group_heartbeat import heartbeat_refusal
 from odradek.broker.registry import handler

@@ -7,7 +7,7 @@ answered GROUP_ID_NOT_FOUND; `authorized_operations` as DescribeGroups.
 v0 (Kafka 4.0's early access) is not served.
 """
 
-from odradek.broker.core import RequestContext
+from odradek.broker.context import RequestContext
 from odradek.broker.handlers.k69_consumer_group_describe import NOT_REQUESTED, assignment_body, \
     authorized_operations, describe_refusal, failed_group
 from odradek.broker.registry import handler

@@ -36,8 +36,8 @@ v0 (Kafka 4.0's early access) and v2 (acquire modes, renew acknowledgements) are
 import asyncio
 import time
 
-from odradek.broker.authorizer import Operation as Op, ResourceType as Res
-from odradek.broker.core import RequestContext
+from odradek.security.authorizer import Operation as Op, ResourceType as Res
+from odradek.broker.context import RequestContext
 from odradek.broker.handlers.k02_list_offsets import first_at_or_after
 from odradek.broker.leader_hints import LEADERSHIP_ERRORS, hint_leader, node_endpoints
 from odradek.broker.registry import handler

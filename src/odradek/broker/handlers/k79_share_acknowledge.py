@@ -12,7 +12,7 @@ v0 (Kafka 4.0's early access) and v2 (renew acknowledgements) are not served. Ga
 
 import asyncio
 
-from odradek.broker.core import RequestContext
+from odradek.broker.context import RequestContext
 from odradek.broker.handlers.k78_share_fetch import NO_LEADER, acknowledgements, refusal
 from odradek.broker.registry import handler
 from odradek.coordinator.share_groups import FINAL_SESSION_EPOCH, ShareError

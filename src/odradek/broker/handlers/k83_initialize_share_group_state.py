@@ -7,7 +7,7 @@ leader reads the state again. Answered once the state is durable and replicated.
 NOT_COORDINATOR, COORDINATOR_LOAD_IN_PROGRESS, CLUSTER_AUTHORIZATION_FAILED (not a broker).
 """
 
-from odradek.broker.core import RequestContext
+from odradek.broker.context import RequestContext
 from odradek.broker.registry import handler
 from odradek.broker.share_state_api import REFUSED, answer, code_only
 from odradek.protocol.api_keys import ApiKey

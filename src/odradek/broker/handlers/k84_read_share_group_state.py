@@ -8,7 +8,7 @@ with an older one is refused the same way. Errors per partition: NOT_COORDINATOR
 COORDINATOR_LOAD_IN_PROGRESS, CLUSTER_AUTHORIZATION_FAILED (not a broker).
 """
 
-from odradek.broker.core import RequestContext
+from odradek.broker.context import RequestContext
 from odradek.broker.registry import handler
 from odradek.broker.share_state_api import REFUSED_READ, answer
 from odradek.coordinator.share_coordinator import UNINITIALIZED, StoredState

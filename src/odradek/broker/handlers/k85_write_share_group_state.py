@@ -9,7 +9,7 @@ CLUSTER_AUTHORIZATION_FAILED (not a broker), and the replication errors of the a
 Gaps: v1's `delivery_complete_count` is not used (the summary counts it from the batches).
 """
 
-from odradek.broker.core import RequestContext
+from odradek.broker.context import RequestContext
 from odradek.broker.registry import handler
 from odradek.broker.share_state_api import REFUSED, answer, code_only
 from odradek.protocol.api_keys import ApiKey

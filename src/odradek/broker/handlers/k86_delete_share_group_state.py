@@ -5,7 +5,7 @@ DeleteShareGroupOffsets; a key with no state answers NONE. Answered once durable
 partition: NOT_COORDINATOR, COORDINATOR_LOAD_IN_PROGRESS, CLUSTER_AUTHORIZATION_FAILED (not a broker).
 """
 
-from odradek.broker.core import RequestContext
+from odradek.broker.context import RequestContext
 from odradek.broker.registry import handler
 from odradek.broker.share_state_api import REFUSED, answer, code_only
 from odradek.protocol.api_keys import ApiKey

@@ -6,7 +6,7 @@ for DescribeShareGroupOffsets and its lag. Does not fence leaders. Errors per pa
 COORDINATOR_LOAD_IN_PROGRESS, CLUSTER_AUTHORIZATION_FAILED (not a broker).
 """
 
-from odradek.broker.core import RequestContext
+from odradek.broker.context import RequestContext
 from odradek.broker.registry import handler
 from odradek.broker.share_state_api import REFUSED_READ, answer
 from odradek.coordinator.share_coordinator import UNINITIALIZED, StoredState

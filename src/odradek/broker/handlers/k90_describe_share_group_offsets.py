@@ -19,8 +19,8 @@ group's initialized partitions; odradek's does not).
 
 import asyncio
 
-from odradek.broker.authorizer import Operation as Op, ResourceType as Res
-from odradek.broker.core import RequestContext
+from odradek.security.authorizer import Operation as Op, ResourceType as Res
+from odradek.broker.context import RequestContext
 from odradek.broker.registry import handler
 from odradek.coordinator.share_partition import FINISHED
 from odradek.protocol.api_keys import ApiKey

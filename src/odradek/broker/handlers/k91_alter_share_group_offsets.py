@@ -14,8 +14,8 @@ Gaps: the start offset is not checked against the log (Kafka neither: a start pa
 
 import asyncio
 
-from odradek.broker.authorizer import Operation as Op
-from odradek.broker.core import RequestContext
+from odradek.security.authorizer import Operation as Op
+from odradek.broker.context import RequestContext
 from odradek.broker.registry import handler
 from odradek.broker.share_offsets import offsets_refusal, topic_refusal
 from odradek.coordinator.share_groups import ShareGroup

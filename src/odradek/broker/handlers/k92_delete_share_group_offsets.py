@@ -12,8 +12,8 @@ initialized; odradek's does not keep that list).
 
 import asyncio
 
-from odradek.broker.authorizer import Operation as Op
-from odradek.broker.core import RequestContext
+from odradek.security.authorizer import Operation as Op
+from odradek.broker.context import RequestContext
 from odradek.broker.registry import handler
 from odradek.broker.share_offsets import offsets_refusal, topic_refusal
 from odradek.protocol.api_keys import ApiKey

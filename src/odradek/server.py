@@ -1,4 +1,11 @@
-"""The listeners: accept connections (one server per listener, TLS on SSL listeners), run the periodic
+"""The composition root: builds a broker from its configuration and serves it. In order: the listeners' setup
+and their TLS and SASL sides, the broker (storage, the cluster layer, coordinators, security state; broker/core.py),
+its logs loaded, the listeners opened (the controller's requests come through them, so they open before the
+broker has joined; client requests are held until it knows its cluster), the broker started (cluster mode:
+registration), and then the maintenance tick until a signal stops it all in reverse order. Everything below
+(net/, broker/, cluster/, ...) is assembled here and imports nothing of it.
+
+Serving: accept connections (one server per listener, TLS on SSL listeners), run the periodic
 maintenance tick (which also reloads changed certificates and gives memory that closed connections held
 back to the kernel: net/allocator.py), sweep idle connections (`connections.max.idle.ms`), and shut down
 cleanly on signals.
@@ -16,8 +23,12 @@ import logging
 import signal
 import sys
 import time
+from pathlib import Path
+from typing import Awaitable, Callable
 
 from odradek.broker.core import Broker
+from odradek.cluster import ClusterError
+from odradek.config import BrokerConfig, ConfigError
 from odradek.legacy07.server import Kafka07Server
 from odradek.net.allocator import FreedMemory
 from odradek.net.connection import KafkaConnection
@@ -34,6 +45,41 @@ TICK_INTERVAL_S = 1.0
 IDLE_SWEEPS_PER_PERIOD = 10
 IDLE_SWEEP_MAX_S = 10.0
 TLS_HANDSHAKE_TIMEOUT_MAX_S = 60.0  # asyncio's and uvloop's default
+
+
+def run_broker(config: BrokerConfig, data_dir: Path, listen: tuple[str, int] | None,
+               advertise: tuple[str, int] | None, run: Callable[[Awaitable[None]], None]) -> int:
+    """Build the broker of ``config`` and serve it on the event loop ``run`` drives until SIGTERM or SIGINT;
+    the process's exit status (2: a configuration error, 1: cannot listen or join the cluster)."""
+    from odradek.broker.handlers import load_handlers
+    from odradek.net.allocator import keep_freed_memory
+    from odradek.net.listeners import listener_setup
+    from odradek.net.tls import tls_listeners
+
+    keep_freed_memory()
+    load_handlers()
+    try:
+        listeners = listener_setup(config, listen, advertise)
+        tls = tls_listeners(config, listeners)
+        broker = Broker(config, data_dir, listeners)
+        sasl = {b.name: SaslListener.from_config(config, b.name, broker.scram.get) for b in listeners.bind
+                if b.uses_sasl}
+        # other brokers are let in whatever max.connections says (cluster mode only: a single node has none)
+        limits = ConnectionLimits(config, listeners.inter_broker if config.get("zookeeper.connect") else None)
+    except (ClusterError, ConfigError) as exc:
+        print(f"odradek: configuration error: {exc}", file=sys.stderr)
+        return 2
+    broker.load()
+    try:
+        run(serve(broker, tls, sasl, limits))
+    except ClusterError as exc:
+        print(f"odradek: cannot join the cluster: {exc}", file=sys.stderr)
+        return 1
+    except OSError as exc:
+        print(f"odradek: cannot listen on {', '.join(map(str, listeners.bind))}: {exc}", file=sys.stderr)
+        broker.close()
+        return 1
+    return 0
 
 
 async def serve(broker: Broker, tls: dict[str, TlsListener], sasl: dict[str, SaslListener],
