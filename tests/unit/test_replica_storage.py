@@ -23,7 +23,7 @@ from odradek.storage import LogConfig, PartitionLog
 from odradek.storage.config import INT32_MAX
 from odradek.storage.leader_epoch import LeaderEpochCache
 from odradek.storage.loader import LogStartCheckpoint, RecoveryPointCheckpoint
-from odradek.storage.log import OffsetsOutOfOrderError
+from odradek.storage.errors import OffsetsOutOfOrderError
 from odradek.storage.producer_state import OutOfOrderSequenceError
 from odradek.storage.txn_index import TXN_INDEX_SUFFIX, AbortedTxn
 

@@ -6,7 +6,8 @@ bytes.
 """
 
 from .config import LogConfig
-from .log import AppendResult, OffsetOutOfRangeError, PartitionLog, StorageError
+from .errors import OffsetOutOfRangeError, StorageError
+from .log import AppendResult, PartitionLog
 from .manager import LogManager
 
 __all__ = [

@@ -56,7 +56,7 @@ from odradek.protocol.api_keys import ApiKey
 from odradek.protocol.errors import ErrorCode
 from odradek.records import legacy
 from odradek.records.batch import InvalidRecordError, iter_batches
-from odradek.storage.log import OffsetOutOfRangeError
+from odradek.storage.errors import OffsetOutOfRangeError
 from odradek.storage.segment import FileRegion
 
 ZERO_UUID = bytes(16)

@@ -20,7 +20,7 @@ from odradek.broker.registry import handler
 from odradek.cluster.partition import ReplicationError
 from odradek.protocol.api_keys import ApiKey
 from odradek.protocol.errors import ErrorCode
-from odradek.storage.log import OffsetOutOfRangeError
+from odradek.storage.errors import OffsetOutOfRangeError
 
 
 @handler(ApiKey.DELETE_RECORDS, 0, 2)

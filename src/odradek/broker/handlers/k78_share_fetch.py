@@ -47,7 +47,7 @@ from odradek.coordinator.share_partition import LogBatch
 from odradek.protocol.api_keys import ApiKey
 from odradek.protocol.errors import ErrorCode
 from odradek.records.batch import iter_batches
-from odradek.storage.log import OffsetOutOfRangeError
+from odradek.storage.errors import OffsetOutOfRangeError
 
 MAX_WAIT_CAP_MS = 30_000
 DEFAULT_MAX_RECORDS = 500
