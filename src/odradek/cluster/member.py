@@ -49,6 +49,7 @@ from odradek.cluster.fetcher import FetcherSettings, ReplicaFetcherManager, Repl
 from odradek.cluster.host import BrokerHost
 from odradek.cluster.metadata import LEADER_DURING_DELETE, BrokerInfo, PartitionInfo
 from odradek.cluster.partition import Partition
+from odradek.cluster.producer_ids import ZkProducerIdManager
 from odradek.cluster.replica_manager import IsrWritten, PartitionStateChange
 from odradek.cluster.topics import INTERNAL_TOPICS, Topic
 from odradek.cluster.zk import (BadVersionError, ConnectionLoss, NodeExistsError, NoNodeError, SessionExpiredError,
@@ -66,7 +67,6 @@ from odradek.storage.files import write_file_atomically
 log = logging.getLogger(__name__)
 PEER_RECHECK_S = 1.0  # while ZooKeeper is away but the brokers reach us: how often to look again
 
-PRODUCER_ID_BLOCK_SIZE = 1000
 CONTROLLED_SHUTDOWN_VERSION = 3
 META_PROPERTIES = "meta.properties"
 HANDOVER_GRACE_S = 0.25
@@ -121,7 +121,7 @@ class ClusterMember:
 
     # -- what the broker asks of its cluster ---------------------------------------------------------------
 
-    def producer_id_manager(self) -> "ZkProducerIdManager":
+    def producer_id_manager(self) -> ZkProducerIdManager:
         return ZkProducerIdManager(self)
 
     def partition_count(self, name: str, default: int) -> int:
@@ -769,49 +769,3 @@ class ClusterMember:
         for client in self._clients.values():
             client.close()
         self.admin.close()
-
-
-class ZkProducerIdManager:
-    """Producer ids from blocks reserved in `/latest_producer_id_block`, unique across the cluster: a block is
-    claimed by a conditional write of the next range (Kafka's ZooKeeper-era ProducerIdManager); a failed
-    write means another broker took that range, so the next is tried."""
-
-    def __init__(self, member: ClusterMember) -> None:
-        self.member = member
-        self._next = 0
-        self._end = -1  # inclusive end of the current block
-        self._claiming: asyncio.Future | None = None
-
-    async def allocate(self) -> int:
-        while self._next > self._end:
-            if self._claiming is None:
-                self._claiming = asyncio.ensure_future(self._claim())
-            claiming = self._claiming
-            try:
-                await asyncio.shield(claiming)
-            except Exception as exc:
-                raise OSError(f"cannot reserve producer ids: {exc}") from exc
-            finally:
-                if self._claiming is claiming and claiming.done():
-                    self._claiming = None
-        pid = self._next
-        self._next += 1
-        return pid
-
-    async def _claim(self) -> None:
-        zk = self.member.zk
-        for _ in range(100):
-            found = await zk.get_or_none(L.PRODUCER_ID_BLOCK)
-            start = L.decode_producer_id_block(found[0]).end + 1 if found else 0
-            block = L.ProducerIdBlock(self.member.broker_id, start, start + PRODUCER_ID_BLOCK_SIZE - 1)
-            try:
-                if found is None:
-                    await zk.create(L.PRODUCER_ID_BLOCK, L.encode_producer_id_block(block))
-                else:
-                    await zk.set(L.PRODUCER_ID_BLOCK, L.encode_producer_id_block(block), found[1].version)
-            except (NodeExistsError, BadVersionError):
-                continue
-            self._next, self._end = block.start, block.end
-            log.info("broker %d reserved producer ids %d-%d", self.member.broker_id, block.start, block.end)
-            return
-        raise OSError("could not claim a producer id block")

@@ -2,18 +2,25 @@
 
 Ids are reserved on disk in blocks of ``BLOCK_SIZE`` before any of them is given out; the file holds the end
 of the reserved range, so after a restart allocation continues at that end. A crash therefore skips at most
-the unused rest of one block and never repeats an id.
+the unused rest of one block and never repeats an id. A cluster member allocates from blocks reserved in
+ZooKeeper instead (``ZkProducerIdManager``), unique across the brokers.
 """
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import struct
 from pathlib import Path
+from typing import TYPE_CHECKING, Protocol
 
 from crc32c import crc32c
 
+from odradek.cluster import zk_layout as L
 from odradek.storage.files import write_file_atomically
+
+if TYPE_CHECKING:  # kazoo: loaded only by a cluster member, never by a single node
+    from odradek.cluster.zk import ZkClient
 
 log = logging.getLogger(__name__)
 
@@ -88,3 +95,58 @@ class ProducerIdManager:
     @property
     def reserved_end(self) -> int:
         return self._block_end
+
+
+class ZkMember(Protocol):
+    """What the ZooKeeper allocator needs of the cluster member (cluster/member.py)."""
+
+    broker_id: int
+    zk: "ZkClient | None"
+
+
+class ZkProducerIdManager:
+    """Producer ids from blocks reserved in `/latest_producer_id_block`, unique across the cluster: a block is
+    claimed by a conditional write of the next range (Kafka's ZooKeeper-era ProducerIdManager); a failed
+    write means another broker took that range, so the next is tried."""
+
+    def __init__(self, member: "ZkMember") -> None:
+        self.member = member
+        self._next = 0
+        self._end = -1  # inclusive end of the current block
+        self._claiming: asyncio.Future | None = None
+
+    async def allocate(self) -> int:
+        while self._next > self._end:
+            if self._claiming is None:
+                self._claiming = asyncio.ensure_future(self._claim())
+            claiming = self._claiming
+            try:
+                await asyncio.shield(claiming)
+            except Exception as exc:
+                raise OSError(f"cannot reserve producer ids: {exc}") from exc
+            finally:
+                if self._claiming is claiming and claiming.done():
+                    self._claiming = None
+        pid = self._next
+        self._next += 1
+        return pid
+
+    async def _claim(self) -> None:
+        from odradek.cluster.zk import BadVersionError, NodeExistsError
+
+        zk = self.member.zk
+        for _ in range(100):
+            found = await zk.get_or_none(L.PRODUCER_ID_BLOCK)
+            start = L.decode_producer_id_block(found[0]).end + 1 if found else 0
+            block = L.ProducerIdBlock(self.member.broker_id, start, start + BLOCK_SIZE - 1)
+            try:
+                if found is None:
+                    await zk.create(L.PRODUCER_ID_BLOCK, L.encode_producer_id_block(block))
+                else:
+                    await zk.set(L.PRODUCER_ID_BLOCK, L.encode_producer_id_block(block), found[1].version)
+            except (NodeExistsError, BadVersionError):
+                continue
+            self._next, self._end = block.start, block.end
+            log.info("broker %d reserved producer ids %d-%d", self.member.broker_id, block.start, block.end)
+            return
+        raise OSError("could not claim a producer id block")
