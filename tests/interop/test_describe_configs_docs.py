@@ -13,13 +13,8 @@ from __future__ import annotations
 
 import pytest
 
-from odradek.config import (
-    BROKER_PROPERTIES,
-    TOPIC_CONFIGS,
-    BrokerConfig,
-    broker_property_doc,
-    topic_config_doc,
-)
+from odradek.config import BROKER_PROPERTIES, BrokerConfig, broker_property_doc
+from odradek.topic_config import TOPIC_CONFIGS, topic_config_doc
 from tests.interop.test_broker_semantics import create_topic, request
 
 DESCRIBE_CONFIGS, METADATA = 32, 3

@@ -12,7 +12,7 @@ from odradek.cluster import zk_layout as L
 from odradek.cluster.admin import AdminError, assign_replicas_rack_aware, place_replicas, rack_alternated
 from odradek.cluster.controller.reassignment import validate_target
 from odradek.cluster.fetcher import UNLIMITED, ReplicationThrottle, throttled_replicas_include
-from odradek.config import validate_topic_config
+from odradek.topic_config import validate_topic_config
 
 
 def test_rack_alternated_interleaves_racks():

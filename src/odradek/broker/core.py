@@ -27,7 +27,8 @@ from odradek.cluster.metadata import BrokerInfo, MetadataCache
 from odradek.cluster.partition import ReplicationError
 from odradek.cluster.replica_manager import ReplicaManager
 from odradek.cluster.topics import Topic
-from odradek.config import BrokerConfig, log_config_for
+from odradek.config import BrokerConfig
+from odradek.topic_config import log_config_for
 from odradek.storage.cleaner import CleanerConfig
 from odradek.coordinator import OFFSETS_TOPIC, Coordinator, internal_topics, on_demand_topics
 from odradek.coordinator.persistence import OffsetsTopicLog

@@ -18,7 +18,7 @@ import asyncio
 from odradek.security.authorizer import CLUSTER_NAME, Operation, ResourceType
 from odradek.broker.context import RequestContext
 from odradek.cluster.admin import AdminError
-from odradek.config import validate_topic_config
+from odradek.topic_config import validate_topic_config
 from odradek.protocol.errors import ErrorCode
 
 RESOURCE_TOPIC, RESOURCE_BROKER, RESOURCE_GROUP = 2, 4, 32

@@ -20,7 +20,7 @@ from odradek.broker.context import RequestContext
 from odradek.broker.registry import handler
 from odradek.cluster.admin import AdminError
 from odradek.cluster.topics import topic_name_error
-from odradek.config import validate_topic_config
+from odradek.topic_config import validate_topic_config
 from odradek.protocol.api_keys import ApiKey
 from odradek.protocol.errors import ErrorCode
 

@@ -6,7 +6,7 @@ rest DEFAULT_CONFIG (5) — and, with `include_synonyms` (v1+), the broker prope
 BROKER (4) with this node's id (or "" for cluster defaults) lists the broker properties odradek knows;
 passwords and JAAS configs (Kafka's PASSWORD type) are named with a null value and `is_sensitive`.
 A topic lists Kafka 3.9's whole topic config set, the ones odradek does not act on at Kafka's defaults
-(config.py KAFKA_TOPIC_DEFAULTS).
+(topic_config.py KAFKA_TOPIC_DEFAULTS).
 `configuration_keys` filters by name. Unknown topic → UNKNOWN_TOPIC_OR_PARTITION; another node id or an
 unsupported resource type → INVALID_REQUEST. Config types are reported from v3, and with
 `include_documentation` (v3+) every config carries a `documentation` string: odradek's own sentence or two on
@@ -23,7 +23,8 @@ from odradek.broker import broker_loggers
 from odradek.security.authorizer import CLUSTER_NAME, Operation as Op, ResourceType as Res
 from odradek.broker.context import RequestContext
 from odradek.broker.registry import handler
-from odradek.config import BROKER_PROPERTIES, broker_property_doc, topic_config_doc, topic_config_type
+from odradek.config import BROKER_PROPERTIES, broker_property_doc
+from odradek.topic_config import topic_config_doc, topic_config_type
 from odradek.coordinator.share_groups import GROUP_CONFIGS
 from odradek.protocol.api_keys import ApiKey
 from odradek.protocol.errors import ErrorCode

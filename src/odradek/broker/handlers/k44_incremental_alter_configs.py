@@ -20,7 +20,7 @@ from odradek.broker.context import RequestContext
 from odradek.broker.registry import handler
 from odradek.broker.topic_configs import RESOURCE_BROKER, RESOURCE_GROUP, apply_broker_configs, \
     apply_group_configs, apply_overrides, resource_error, response_entry
-from odradek.config import CONFIG_TYPE_LIST, topic_config_type
+from odradek.topic_config import CONFIG_TYPE_LIST, topic_config_type
 from odradek.protocol.api_keys import ApiKey
 from odradek.protocol.errors import ErrorCode
 
