@@ -12,7 +12,7 @@ The truth is read from the batch headers themselves; then, against the current l
 - a raw Fetch at every offset returns first the batch that holds that offset;
 - librdkafka, assigned at each boundary with the leader epoch a consumer holds there (so it validates its
   position with OffsetForLeaderEpoch, KIP-320), returns exactly the offset it was placed at, and a consumer
-  reading from the start returns every offset.
+  reading from the start returns every offset, also when leadership moves while it holds prefetched records.
 """
 
 from __future__ import annotations
@@ -179,17 +179,29 @@ def test_reads_across_leader_epoch_boundaries(cluster_factory, topic_name):
         finally:
             consumer.close()
 
-    # and from the start: every offset, in order
+    # from the start, with leadership moving while the consumer holds prefetched records it has not returned
+    # yet: it validates its fetch position (ahead of what it returned) with the new leader, and returns every
+    # offset once, in order, then a record of the new epoch
     consumer = Consumer({"bootstrap.servers": cluster.bootstrap, "group.id": f"{topic_name}-all",
                          "enable.auto.commit": False, "broker.address.family": "v4"})
     try:
         consumer.assign([TopicPartition(topic_name, 0, 0)])
         seen = []
         deadline = time.monotonic() + 30
-        while len(seen) < total and time.monotonic() < deadline:
+        while len(seen) < 2 and time.monotonic() < deadline:
             msg = consumer.poll(0.5)
             if msg is not None and not msg.error():
                 seen.append(msg.offset())
-        assert seen == list(range(total))
+        assert seen == [0, 1]
+        assert cluster.stop(1) == 0
+        wait_until(lambda: cluster.partition_state(topic_name, 0).leader in (2, 3), timeout=30,
+                   message="a new leader")
+        produce_epoch(",".join(cluster.broker(b).bootstrap for b in (2, 3)), topic_name, total)
+        deadline = time.monotonic() + 60
+        while len(seen) < total + PER_EPOCH and time.monotonic() < deadline:
+            msg = consumer.poll(0.5)
+            if msg is not None and not msg.error():
+                seen.append(msg.offset())
+        assert seen == list(range(total + PER_EPOCH))
     finally:
         consumer.close()
