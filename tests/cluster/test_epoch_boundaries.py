@@ -17,6 +17,7 @@ The truth is read from the batch headers themselves; then, against the current l
 
 from __future__ import annotations
 
+import logging
 import time
 
 import pytest
@@ -82,6 +83,15 @@ def batches_of(records) -> list[dict]:
     data = bytes(records) if not isinstance(records, (bytes, bytearray)) else records
     described = describe_records(data)
     return [] if isinstance(described, str) else described
+
+
+class _Lines(logging.Handler):
+    def __init__(self) -> None:
+        super().__init__(logging.DEBUG)
+        self.lines: list[str] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.lines.append(record.getMessage())
 
 
 def poll_first(consumer: Consumer, timeout: float = 20.0):
@@ -167,23 +177,35 @@ def test_reads_across_leader_epoch_boundaries(cluster_factory, topic_name):
         last = starts[nxt] - 1
         positions += [(last, e), (starts[nxt], e), (starts[nxt], nxt), (last - 1, e)]
     for offset, epoch in positions:
+        lines = _Lines()
+        client_log = logging.getLogger(f"{__name__}.librdkafka")
+        client_log.propagate = False
+        client_log.setLevel(logging.DEBUG)
+        client_log.addHandler(lines)
         consumer = Consumer({"bootstrap.servers": cluster.bootstrap, "group.id": f"{topic_name}-{offset}-{epoch}",
                              "enable.auto.commit": False, "broker.address.family": "v4",
-                             "auto.offset.reset": "error"})
+                             "auto.offset.reset": "error", "debug": "fetch"}, logger=client_log)
         try:
             consumer.assign([TopicPartition(topic_name, 0, offset, leader_epoch=epoch)])
             msg = poll_first(consumer)
             assert msg is not None, f"nothing returned at offset {offset} (leader epoch {epoch})"
             assert msg.offset() == offset, f"placed at {offset} (leader epoch {epoch}), returned {msg.offset()}"
             assert msg.value() == f"v-{offset}".encode()
+            # it did ask: the position was validated with OffsetForLeaderEpoch
+            assert any("validation succeeded" in line for line in lines.lines), lines.lines[-20:]
         finally:
             consumer.close()
+            client_log.removeHandler(lines)
 
     # from the start, with leadership moving while the consumer holds prefetched records it has not returned
     # yet: it validates its fetch position (ahead of what it returned) with the new leader, and returns every
     # offset once, in order, then a record of the new epoch
+    lines = _Lines()
+    client_log = logging.getLogger(f"{__name__}.librdkafka")
+    client_log.addHandler(lines)
     consumer = Consumer({"bootstrap.servers": cluster.bootstrap, "group.id": f"{topic_name}-all",
-                         "enable.auto.commit": False, "broker.address.family": "v4"})
+                         "enable.auto.commit": False, "broker.address.family": "v4", "debug": "fetch"},
+                        logger=client_log)
     try:
         consumer.assign([TopicPartition(topic_name, 0, 0)])
         seen = []
@@ -203,5 +225,7 @@ def test_reads_across_leader_epoch_boundaries(cluster_factory, topic_name):
             if msg is not None and not msg.error():
                 seen.append(msg.offset())
         assert seen == list(range(total + PER_EPOCH))
+        assert any("validation succeeded" in line for line in lines.lines), lines.lines[-20:]
     finally:
         consumer.close()
+        client_log.removeHandler(lines)
