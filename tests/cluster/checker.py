@@ -22,8 +22,11 @@ Values are ``<prefix>-<n>``; n increases per producer and partition. Everything 
 
 from __future__ import annotations
 
+import logging
+import re
 import threading
 import time
+from collections import deque
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable, NamedTuple
 
@@ -63,6 +66,8 @@ class History:
     acked: int = 0
     read: int = 0
     consumed: int = 0
+    # what the final read can tell about the lost records (PartitionRead.explain): not a verdict of its own
+    diagnostics: list[str] = field(default_factory=list)
 
     @property
     def ok(self) -> bool:
@@ -74,7 +79,10 @@ class History:
         anomalies = [(name, getattr(self, name)) for name in ("lost", "duplicated", "reordered", "dirty",
                                                                "unconsumed", "producer_errors", "consumer_errors")]
         found = [f"{name.replace('_', ' ')} {_limited(items)}" for name, items in anomalies if items]
-        return f"{counts}: " + ("clean" if not found else "; ".join(found))
+        text = f"{counts}: " + ("clean" if not found else "; ".join(found))
+        if self.diagnostics:
+            text += "\n  " + "\n  ".join(self.diagnostics)
+        return text
 
 
 Report = History  # the name the fault tests use
@@ -167,6 +175,8 @@ def check_history(acked: list[Record], read: dict[int, list[tuple[int, bytes]]],
     for p, o, v in acked:
         if position.get((p, o)) != v:
             history.lost.append((p, o, v))
+    if history.lost and isinstance(read, PartitionRead):
+        history.diagnostics = read.explain(history.lost)
     for p, records in read.items():
         last: dict[bytes, tuple[int, bytes]] = {}
         for _, value in records:
@@ -447,11 +457,117 @@ def wait_for(condition: Any, timeout: float, message: Any) -> None:
         time.sleep(0.05)
 
 
+class _LineCollector(logging.Handler):
+    """librdkafka's log lines (its `logger`), the last `limit` of them."""
+
+    def __init__(self, limit: int) -> None:
+        super().__init__(logging.DEBUG)
+        self.lines: deque[str] = deque(maxlen=limit)
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.lines.append(record.getMessage())
+
+
+# librdkafka's debug contexts kept by the final read: every Fetch it sends (offset, leader epoch), every response
+# (high watermark, what it enqueued up to which offset), position validations (OffsetForLeaderEpoch answers,
+# KIP-320), offset resets and leader changes
+READ_DEBUG = "topic,fetch"
+CLIENT_LOG_LINES = 20_000
+
+
+class PartitionRead(dict):
+    """What `read_partitions` returns: {partition: [(offset, value), ...]} as read, plus what is needed to tell,
+    when a record is missing from the read, whether the reading consumer skipped it or the cluster lacks it:
+
+    - `gaps`: per partition, (offset returned, next offset returned) wherever the next one is not offset + 1
+      (normal for transaction markers and compacted logs, suspect otherwise);
+    - `client_log`: the consumer's own debug log (READ_DEBUG), its last CLIENT_LOG_LINES lines;
+    - `explain(lost)`: for each lost record, the gap it falls in, the client's log lines about that stretch of
+      the partition, and what a fresh consumer placed at exactly that offset returns now."""
+
+    def __init__(self, records: dict[int, list[tuple[int, bytes]]], bootstrap: str, topic: str,
+                 config: dict[str, Any], client_log: list[str]) -> None:
+        super().__init__(records)
+        self.bootstrap = bootstrap
+        self.topic = topic
+        self.config = config
+        self.client_log = client_log
+        self.gaps: dict[int, list[tuple[int, int]]] = {}
+        for p, recs in records.items():
+            offsets = [o for o, _ in recs]
+            self.gaps[p] = [(a, b) for a, b in zip(offsets, offsets[1:]) if b != a + 1]
+
+    def gap_around(self, partition: int, offset: int) -> tuple[int, int] | None:
+        for a, b in self.gaps.get(partition, ()):
+            if a < offset < b:
+                return a, b
+        return None
+
+    def explain(self, lost: list[Record], limit: int = 3) -> list[str]:
+        notes = []
+        for p, o, v in lost[:limit]:
+            gap = self.gap_around(p, o)
+            if gap is None:
+                notes.append(f"partition {p} offset {o} ({v!r}): not in a gap of the read (read with another value, "
+                             f"or past the end it read)")
+            else:
+                notes.append(f"partition {p} offset {o} ({v!r}): the reading consumer returned offset {gap[0]} and "
+                             f"then {gap[1]}")
+                notes += [f"    client: {line}" for line in self._log_about(p, gap)]
+            notes.append(f"    re-read at offset {o}: {self.reread(p, o)}")
+        return notes
+
+    def _log_about(self, partition: int, gap: tuple[int, int], limit: int = 40) -> list[str]:
+        """The client's log lines about this partition that name an offset in [gap start, gap end], or that
+        tell of a validation, a reset, a seek or a leader change."""
+        tag = f"[{partition}]"
+        keywords = ("validat", "truncat", "reset", "seek", "leader", "epoch", "outdated", "drop")
+        picked = []
+        for line in self.client_log:
+            if tag not in line:
+                continue
+            numbers = {int(n) for n in re.findall(r"\b\d+\b", line)}
+            lowered = line.lower()
+            if any(gap[0] <= n <= gap[1] for n in numbers) or any(k in lowered for k in keywords):
+                picked.append(line)
+        return picked[-limit:]
+
+    def reread(self, partition: int, offset: int, timeout: float = 15.0) -> str:
+        """What a fresh consumer assigned at exactly `offset` returns first."""
+        consumer = Consumer({"bootstrap.servers": self.bootstrap, "group.id": "checker-reread",
+                             "enable.auto.commit": False, "broker.address.family": "v4",
+                             "auto.offset.reset": "error", **self.config})
+        try:
+            consumer.assign([TopicPartition(self.topic, partition, offset)])
+            deadline = time.monotonic() + timeout
+            while time.monotonic() < deadline:
+                msg = consumer.poll(0.5)
+                if msg is None:
+                    continue
+                if msg.error():
+                    if msg.error().code() == KafkaError._PARTITION_EOF:
+                        return f"end of partition at {msg.offset()}"
+                    continue
+                return f"offset {msg.offset()} value {bytes(msg.value())!r} leader epoch {msg.leader_epoch()}"
+            return f"nothing in {timeout:.0f} s"
+        except KafkaException as exc:
+            return f"error {exc}"
+        finally:
+            consumer.close()
+
+
 def read_partitions(bootstrap: str, topic: str, partitions: int, ends: dict[int, int] | None = None,
-                    timeout: float = 60.0, **config: Any) -> dict[int, list[tuple[int, bytes]]]:
-    """Every record of every partition, from the start up to the high watermark (or ``ends``)."""
+                    timeout: float = 60.0, **config: Any) -> PartitionRead:
+    """Every record of every partition, from the start up to the high watermark (or ``ends``), with what
+    PartitionRead keeps to explain a record missing from it."""
+    collector = _LineCollector(CLIENT_LOG_LINES)
+    client_logger = logging.getLogger(f"{__name__}.read_partitions")
+    client_logger.propagate = False  # kept for the report, not printed
+    client_logger.setLevel(logging.DEBUG)
+    client_logger.addHandler(collector)
     consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "checker", "enable.auto.commit": False,
-                         "broker.address.family": "v4", "enable.partition.eof": True, **config})
+                         "broker.address.family": "v4", "enable.partition.eof": True, "debug": READ_DEBUG,
+                         **config}, logger=client_logger)
     try:
         if ends is None:
             ends = {}
@@ -476,6 +592,7 @@ def read_partitions(bootstrap: str, topic: str, partitions: int, ends: dict[int,
             if msg.offset() + 1 >= ends[p]:
                 done.add(p)
         assert len(done) == partitions, f"read partitions {sorted(done)} of {partitions} by the deadline: ends {ends}"
-        return out
     finally:
         consumer.close()
+        client_logger.removeHandler(collector)
+    return PartitionRead(out, bootstrap, topic, config, list(collector.lines))

@@ -549,6 +549,14 @@ SCENARIOS: list[Scenario] = [
     S("offset-for-leader-epoch", filled_topic(),
       Call(OFFSET_FOR_LEADER_EPOCH, lambda c: {"replica_id": -1, "topics": [
           {"topic": c.topic(), "partitions": [{"partition": 0, "current_leader_epoch": -1, "leader_epoch": 0}]}]})),
+    # the answers a consumer validating its position (KIP-320) can get: the current epoch with its own current
+    # epoch, an epoch above the leader's (UNDEFINED: -1, -1), and current epochs above and below the leader's
+    *[S(f"offset-for-leader-epoch-{name}", filled_topic(),
+        Call(OFFSET_FOR_LEADER_EPOCH, lambda c, current=current, epoch=epoch: {"replica_id": -1, "topics": [
+            {"topic": c.topic(), "partitions": [{"partition": 0, "current_leader_epoch": current,
+                                                 "leader_epoch": epoch}]}]}))
+      for name, current, epoch in (("current", 0, 0), ("above-latest", 0, 1), ("unknown-current", 1, 0),
+                                   ("undefined-epoch", 0, -1))],
     S("delete-records-below-high-watermark", filled_topic(),
       Call(DELETE_RECORDS, lambda c: {"topics": [{"name": c.topic(), "partitions": [
           {"partition_index": 0, "offset": 4}]}], "timeout_ms": 10000})),

@@ -116,3 +116,29 @@ def test_every_anomaly_at_once_is_named():
     text = str(report)
     for name in ("lost", "duplicated", "reordered", "dirty", "unconsumed"):
         assert f"{name} 1" in text
+
+
+def test_a_record_the_reading_consumer_skipped_is_explained(broker, topic_name):
+    """A record missing from the final read although the partition holds it (what a consumer that skips an
+    offset leaves behind): the report names the gap in the read, the reading client's log about it, and what a
+    fresh consumer placed at that offset returns, so a skip is told apart from a loss."""
+    from tests.cluster.checker import PartitionRead, read_partitions
+    from tests.interop.helpers import assert_delivered, produce_messages
+
+    reports = assert_delivered(produce_messages(broker.bootstrap, topic_name,
+                                                [{"value": f"v-{i}".encode(), "partition": 0} for i in range(5)]))
+    acked = [(0, msg.offset(), bytes(msg.value())) for msg in reports]
+    read = read_partitions(broker.bootstrap, topic_name, 1)
+    assert isinstance(read, PartitionRead) and read.gaps == {0: []}
+    assert any("Fetch topic" in line for line in read.client_log), read.client_log[-5:]
+    assert check_history(acked, read).ok
+    # the read as a consumer that skipped offset 2 would have returned it
+    skipped = PartitionRead({0: [r for r in read[0] if r[0] != 2]}, read.bootstrap, read.topic, read.config,
+                            read.client_log)
+    assert skipped.gaps == {0: [(1, 3)]}
+    report = check_history(acked, skipped)
+    assert report.lost == [(0, 2, b"v-2")]
+    text = str(report)
+    assert "the reading consumer returned offset 1 and then 3" in text, text
+    assert "re-read at offset 2: offset 2 value b'v-2'" in text, text
+    assert "client: " in text, text
