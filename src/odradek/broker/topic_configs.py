@@ -8,7 +8,9 @@ Broker resources (this broker's id, or "" for the cluster-wide default) take wha
 broker configs refused with INVALID_REQUEST), stored by the cluster (`apply_broker_configs`).
 
 Group resources (type 32, KIP-848/KIP-932 group configs) take Kafka's group config names
-(coordinator/share_groups.py GROUP_CONFIGS), kept by the group's coordinator (`apply_group_configs`).
+(coordinator/share_groups.py GROUP_CONFIGS), kept by the group's coordinator (`apply_group_configs`). As in
+Kafka they are the cluster's, not one broker's: a broker that does not coordinate the group checks the
+change and sends it on to the coordinator (one hop: a request that came that way is never sent on again).
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ import asyncio
 
 from odradek.broker import broker_configs
 from odradek.broker.authorizer import CLUSTER_NAME, Operation, ResourceType
-from odradek.broker.core import RequestContext
+from odradek.broker.core import GROUP_CONFIGS_CLIENT, RequestContext
 from odradek.cluster.admin import AdminError
 from odradek.config import BROKER_PROPERTIES, validate_topic_config
 from odradek.protocol.errors import ErrorCode
@@ -63,16 +65,24 @@ async def apply_overrides(ctx: RequestContext, topic_name: str, overrides: dict[
     return ErrorCode.NONE, None
 
 
-async def apply_group_configs(ctx: RequestContext, group_id: str, changes: dict[str, str | None],
+def forwarded(ctx: RequestContext) -> bool:
+    """Whether this request was sent on by another broker (it is answered here, never sent on again)."""
+    return (ctx.client_id or "").startswith("broker-") and (ctx.client_id or "").endswith(f"-{GROUP_CONFIGS_CLIENT}")
+
+
+async def apply_group_configs(ctx: RequestContext, resource: dict, changes: dict[str, str | None],
                               validate_only: bool) -> tuple[int, str | None]:
     """Validate and, unless ``validate_only``, store a group's config changes (a value; None: back to the
-    default); they are kept by the group's coordinator (coordinator/share_groups.py)."""
+    default); they are kept by the group's coordinator (coordinator/share_groups.py), here or elsewhere."""
+    group_id = resource["resource_name"]
     coordinator = ctx.broker.coordinator
-    if not coordinator.owns(group_id):
-        return ErrorCode.NOT_COORDINATOR, None
     problem = coordinator.share_groups.check_configs(changes)
     if problem:
         return ErrorCode.INVALID_CONFIG, problem
+    if not coordinator.owns(group_id):
+        if forwarded(ctx):
+            return ErrorCode.NOT_COORDINATOR, None
+        return await ctx.broker.alter_group_configs_at_coordinator(resource, validate_only)
     if not validate_only:
         try:
             await asyncio.wrap_future(coordinator.share_groups.set_group_configs(group_id, changes))

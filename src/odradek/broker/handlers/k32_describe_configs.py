@@ -12,7 +12,8 @@ unsupported resource type → INVALID_REQUEST. Config types are reported from v3
 `include_documentation` (v3+) every config carries a `documentation` string: odradek's own sentence or two on
 what it does and its unit (config.py, beside each definition), not Kafka's text; null when not asked.
 GROUP (32) lists the group configs (coordinator/share_groups.py GROUP_CONFIGS): a value set for the group
-as GROUP_CONFIG (source 8), else its default (the broker property behind it) as DEFAULT_CONFIG.
+as GROUP_CONFIG (source 8), else its default (the broker property behind it) as DEFAULT_CONFIG; a broker
+that does not coordinate the group asks the one that does (any broker answers, as in Kafka).
 BROKER_LOGGER (8) needs DESCRIBE_CONFIGS on the cluster (CLUSTER_AUTHORIZATION_FAILED) and this node's id as
 its name (INVALID_REQUEST with Kafka's message otherwise), and lists the broker's log levels
 (broker/broker_loggers.py): the root and every odradek logger, each at its effective level in log4j's
@@ -23,6 +24,7 @@ from odradek.broker import broker_configs, broker_loggers
 from odradek.broker.authorizer import CLUSTER_NAME, Operation as Op, ResourceType as Res
 from odradek.broker.core import RequestContext
 from odradek.broker.registry import handler
+from odradek.broker.topic_configs import forwarded
 from odradek.config import BROKER_PROPERTIES, broker_property_doc, topic_config_doc, topic_config_type
 from odradek.coordinator.share_groups import GROUP_CONFIGS
 from odradek.protocol.api_keys import ApiKey
@@ -121,16 +123,21 @@ async def describe_configs(ctx: RequestContext, request: dict) -> dict:
     return {"throttle_time_ms": 0, "results": results}
 
 
-def _group_configs(ctx: RequestContext, group_id: str, keys: list[str] | None,
-                   include_documentation: bool) -> list[dict]:
+async def _group_configs(ctx: RequestContext, group_id: str, keys: list[str] | None,
+                         include_documentation: bool) -> list[dict]:
+    """A group's configs, from its coordinator: this broker, or (asked once, as Kafka answers on any broker)
+    the one that coordinates it."""
     share_groups = ctx.broker.coordinator.share_groups
     own = share_groups.group_configs.get(group_id, {})
+    if not ctx.broker.coordinator.owns(group_id) and not forwarded(ctx):
+        own = await ctx.broker.group_configs_at_coordinator(group_id) or share_groups.remote_configs.get(group_id, {})
     out = []
     for name in sorted(GROUP_CONFIGS):
         if not _wanted(keys, name):
             continue
         kind = CONFIG_TYPE_INT if name.endswith(".ms") else CONFIG_TYPE_STRING
-        out.append(_entry(name, share_groups.group_config(group_id, name),
+        value = own[name] if name in own else share_groups.config.defaults.get(name, "")
+        out.append(_entry(name, value,
                           SOURCE_GROUP if name in own else SOURCE_DEFAULT, kind, [],
                           GROUP_CONFIGS[name][2] if include_documentation else None))
     return out
@@ -244,14 +251,14 @@ async def _broker_configs(ctx: RequestContext, resource_name: str, keys: list[st
                              for s in SECONDARY_SYNONYMS.get(name, ()) if s in SECONDARY_DEFAULTS]
         source = synonyms[0]["source"] if synonyms else SOURCE_DEFAULT  # a property with no default: null
         known = broker_configs.known_value(name)
-        if not known:  # a name Kafka does not know as a broker config: stored, its value never shown
+        if not known:  # a name Kafka does not know as a broker config: stored, its value never shown (as a secret)
             synonyms = [{**s, "value": None} for s in synonyms]
         value = synonyms[0]["value"] if known and synonyms else None
         if name in BROKER_PROPERTIES and source in (SOURCE_STATIC_BROKER, SOURCE_DEFAULT):
             parsed = config.get(name)
             value = None if parsed is None else str(parsed).lower() if isinstance(parsed, bool) else str(parsed)
-        if is_sensitive(name):
-            entry = {**_entry(name, None, source, CONFIG_TYPE_PASSWORD, [], doc), "is_sensitive": True}
+        if is_sensitive(name) or not known:  # Kafka takes a config of unknown type for a secret
+            entry = {**_entry(name, None, source, CONFIG_TYPE_PASSWORD if known else 2, [], doc), "is_sensitive": True}
             synonyms = [{**s, "value": None} for s in synonyms]
         else:
             entry = _entry(name, value, source, 2, [], doc)

@@ -7,7 +7,8 @@ operation → INVALID_CONFIG / INVALID_REQUEST. Broker resources (this broker's 
 takes (broker/broker_configs.py): a config named twice, a null SET or an unknown operation → INVALID_REQUEST,
 APPEND/SUBTRACT on a non-list → INVALID_CONFIG, then Kafka's name and value checks; DELETE always applies. Group resources (32) take SET and DELETE of the group configs
 (`share.auto.offset.reset`, `share.isolation.level`, `share.record.lock.duration.ms`, ...; see
-docs/share-groups.md): unknown names and bad values → INVALID_CONFIG.
+docs/share-groups.md): unknown names and bad values → INVALID_CONFIG. Any broker takes them, as Kafka does:
+one that does not coordinate the group sends the change on to the coordinator (topic_configs.py).
 BROKER_LOGGER resources (8) change the broker's log levels at run time (broker/broker_loggers.py), checked
 in Kafka's order: a config named twice or a null value to SET (INVALID_REQUEST, before authorization), then
 ALTER_CONFIGS on the cluster (CLUSTER_AUTHORIZATION_FAILED), then this node's id as the name, then each
@@ -119,7 +120,7 @@ async def _alter_group(ctx: RequestContext, resource: dict, validate_only: bool)
     changes = _set_or_delete(resource)
     if isinstance(changes, tuple):
         return changes
-    return await apply_group_configs(ctx, resource["resource_name"], changes, validate_only)
+    return await apply_group_configs(ctx, resource, changes, validate_only)
 
 
 def _alter_loggers(ctx: RequestContext, resource: dict, validate_only: bool) -> tuple[int, str | None]:
