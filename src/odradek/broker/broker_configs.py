@@ -101,9 +101,10 @@ def check_name(resource_name: str, node_id: int) -> tuple[int, str] | None:
     """A BROKER resource's name must be this broker's id or "" (Kafka's words otherwise)."""
     if resource_name == "":
         return None
-    try:
-        asked = int(resource_name)
-    except ValueError:
+    # Java's Integer.parseInt: ASCII digits with an optional sign, within 32 bits (no spaces, no other digits)
+    digits = resource_name[1:] if resource_name[:1] in "+-" else resource_name
+    asked = int(resource_name) if digits.isascii() and digits.isdigit() else None
+    if asked is None or not -(2**31) <= asked <= INT_MAX:
         return ErrorCode.INVALID_REQUEST, f"Node id must be an integer, but it is: {resource_name}"
     if asked != node_id:
         return ErrorCode.INVALID_REQUEST, f"Unexpected broker id, expected {node_id}, but received {resource_name}"
