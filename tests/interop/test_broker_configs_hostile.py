@@ -13,7 +13,7 @@ from odradek.protocol.api_keys import ApiKey
 from odradek.protocol.errors import ErrorCode
 from tests.interop.test_broker_semantics import request
 
-BROKER, TOPIC, GROUP = 4, 2, 32
+BROKER = 4
 SET, DELETE = 0, 1
 
 
