@@ -134,7 +134,7 @@ def test_configs_of_a_topic_and_the_broker(broker_factory, topic_name):
     odradek(b, "configs", "alter", "--entity-type", "brokers", "--entity-name", "0",
             "--delete-config", "leader.replication.throttled.rate")
     one_line_error(odradek(b, "configs", "alter", "--entity-type", "brokers", "--entity-name", "0",
-                           "--add-config", "log.retention.ms=1", rc=1), "dynamically")
+                           "--add-config", "num.partitions=3", rc=1), "dynamically")
     one_line_error(odradek(b, "configs", "describe", "--entity-type", "brokers", "--entity-name", "7", rc=1),
                    "unknown broker 7")
     one_line_error(odradek(b, "configs", "describe", "--entity-type", "topics", "--entity-name", "no-such", rc=1),

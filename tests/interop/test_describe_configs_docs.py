@@ -103,11 +103,14 @@ def test_raw_describe_configs_documentation(broker, topic_name, version, asked):
     broker_docs = {name: prop.doc for name, prop in BROKER_PROPERTIES.items()}
     _assert_documented(topic["configs"], topic_docs, asked)
     _assert_documented(node["configs"], broker_docs, asked)
-    _assert_documented(cluster["configs"], broker_docs, asked)
+    assert cluster["configs"] == []  # the cluster-wide resource lists its dynamic defaults only, as Kafka's does
     # the documentation changes nothing else: overrides, synonyms and hidden passwords as without it
     by_name = {c["name"]: c for c in topic["configs"]}
     assert (by_name["retention.ms"]["value"], by_name["retention.ms"]["config_source"]) == ("3600000", 1)
-    assert [s["name"] for s in by_name["retention.ms"]["synonyms"]] == ["retention.ms", "log.retention.ms"]
+    # Kafka lists no broker synonym of retention.ms unless log.retention.ms is set (it has no default)
+    assert [s["name"] for s in by_name["retention.ms"]["synonyms"]] == ["retention.ms"]
+    assert [(s["name"], s["value"], s["source"]) for s in by_name["cleanup.policy"]["synonyms"]] == [("cleanup.policy", "compact", 1),
+                                                                ("log.cleanup.policy", "delete", 5)]
     for c in node["configs"]:
         if c["name"] in SENSITIVE:
             assert c["is_sensitive"] and c["value"] is None
@@ -120,7 +123,8 @@ def test_raw_documentation_follows_configuration_keys(broker, topic_name, versio
     keys = ["retention.ms", "min.insync.replicas"]
     (topic,) = _describe(broker.bootstrap, version, [(TOPIC, topic_name)], True, keys)
     assert {c["name"]: c["documentation"] for c in topic["configs"]} == {k: TOPIC_CONFIGS[k].doc for k in keys}
-    (cluster,) = _describe(broker.bootstrap, version, [(BROKER, "")], True, ["log.retention.ms", "ssl.key.password"])
+    own = str(_node_id(broker.bootstrap))
+    (cluster,) = _describe(broker.bootstrap, version, [(BROKER, own)], True, ["log.retention.ms", "ssl.key.password"])
     assert {c["name"]: c["documentation"] for c in cluster["configs"]} == {
         "log.retention.ms": BROKER_PROPERTIES["log.retention.ms"].doc,
         "ssl.key.password": BROKER_PROPERTIES["ssl.key.password"].doc}
@@ -133,7 +137,8 @@ def test_raw_versions_before_documentation_are_unchanged(broker, topic_name, ver
     (the decoder leaves the field at its default)."""
     create_topic(broker.bootstrap, topic_name)
     body = {"resources": [{"resource_type": TOPIC, "resource_name": topic_name, "configuration_keys": None},
-                          {"resource_type": BROKER, "resource_name": "", "configuration_keys": None}],
+                          {"resource_type": BROKER, "resource_name": str(_node_id(broker.bootstrap)),
+                           "configuration_keys": None}],
             "include_synonyms": version >= 1, "include_documentation": True}
     results = request(broker.bootstrap, DESCRIBE_CONFIGS, version, body)["results"]
     assert [r["error_code"] for r in results] == [0, 0]

@@ -14,9 +14,10 @@ import pytest
 from .conftest import report_line
 from .differential import Broker, Connection, compare
 from .scenarios import SCENARIOS
+from .scenarios_configs import SCENARIOS_CONFIGS
 from .scenarios_kip848 import SCENARIOS_KIP848
 
-SCENARIOS = [*SCENARIOS, *SCENARIOS_KIP848]
+SCENARIOS = [*SCENARIOS, *SCENARIOS_KIP848, *SCENARIOS_CONFIGS]
 
 RUN_TOKEN = secrets.token_hex(2)  # in every name a scenario creates, so reruns against a live Kafka don't clash
 

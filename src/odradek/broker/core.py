@@ -54,6 +54,9 @@ log = logging.getLogger(__name__)
 
 TopicPartition = tuple[str, int]
 GROUP_RESOURCE, GROUP_CONFIG_SOURCE = 32, 8  # DescribeConfigs: the GROUP resource type, a value set for a group
+# the client id purpose of the inter-broker requests that carry group configs: their receiver never sends
+# them on again (broker-N-group-configs)
+GROUP_CONFIGS_CLIENT = "group-configs"
 # Not counted against client quotas, as in Kafka: the SASL exchange and what brokers send each other
 QUOTA_EXEMPT = frozenset({ApiKey.API_VERSIONS, ApiKey.SASL_HANDSHAKE, ApiKey.SASL_AUTHENTICATE,
                           ApiKey.LEADER_AND_ISR, ApiKey.STOP_REPLICA, ApiKey.UPDATE_METADATA,
@@ -299,14 +302,15 @@ class Broker:
         """A future of the configs set for a group, asked of its coordinator (DescribeConfigs on the GROUP
         resource; None when it cannot say): a share-partition leader elsewhere needs them."""
         result: Future = Future()
-        task = asyncio.ensure_future(self._group_configs_at_coordinator(group_id))
+        task = asyncio.ensure_future(self.group_configs_at_coordinator(group_id))
         task.add_done_callback(lambda t: result.set_result(
             None if t.cancelled() or t.exception() is not None else t.result()))
         return result
 
-    async def _group_configs_at_coordinator(self, group_id: str) -> dict[str, str] | None:
+    async def group_configs_at_coordinator(self, group_id: str) -> dict[str, str] | None:
+        """The configs set for a group, as its coordinator (another broker) answers; None when it cannot say."""
         node = self.coordinator_node(False, group_id)
-        client = self.cluster.client_for(node.node_id, "group-configs") if node is not None else None
+        client = self.cluster.client_for(node.node_id, GROUP_CONFIGS_CLIENT) if node is not None else None
         if client is None:
             return None
         try:
@@ -319,6 +323,24 @@ class Broker:
         if result["error_code"]:
             return None
         return {c["name"]: c["value"] for c in result["configs"] if c["config_source"] == GROUP_CONFIG_SOURCE}
+
+    async def alter_group_configs_at_coordinator(self, resource: dict, validate_only: bool) -> tuple[int, str | None]:
+        """IncrementalAlterConfigs of one GROUP resource sent on to the group's coordinator (another broker):
+        group configs are the cluster's, changeable through any broker, and kept where the group lives."""
+        node = self.coordinator_node(False, resource["resource_name"])
+        client = self.cluster.client_for(node.node_id, GROUP_CONFIGS_CLIENT) \
+            if node is not None and node.node_id != self.node_id else None
+        if client is None:
+            return ErrorCode.COORDINATOR_NOT_AVAILABLE, "The group's coordinator is not available."
+        try:
+            response = await client.request(ApiKey.INCREMENTAL_ALTER_CONFIGS, 1, {
+                "resources": [resource], "validate_only": validate_only}, timeout_s=10.0)
+        except (ConnectionError, asyncio.TimeoutError):
+            return ErrorCode.COORDINATOR_NOT_AVAILABLE, "The group's coordinator did not answer."
+        (answer,) = response["responses"]
+        if answer["error_code"] == ErrorCode.NOT_COORDINATOR:  # it moved meanwhile: the client retries
+            return ErrorCode.COORDINATOR_NOT_AVAILABLE, "The group's coordinator moved."
+        return answer["error_code"], answer["error_message"]
 
     def share_coordinator_node(self, key: str) -> BrokerInfo | None:
         """The share coordinator of a share-partition key `group:topic-id:partition`: the leader of its

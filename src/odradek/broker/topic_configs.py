@@ -3,27 +3,30 @@
 Both APIs compute a topic's new set of overrides differently (replace all vs. per-key operations) and then
 go through `apply_overrides`, so validation and persistence have one implementation.
 
-Broker resources (a broker id, or "" for the cluster-wide default) take the dynamic broker configs odradek
-applies at run time, the replication throttle rates (`apply_broker_configs`); any other name is refused
-with INVALID_REQUEST, as Kafka refuses configs that cannot be updated dynamically.
+Broker resources (this broker's id, or "" for the cluster-wide default) take what Kafka 4.4 takes
+(broker/broker_configs.py: its dynamic broker configs, checked; names it does not know, stored; read-only
+broker configs refused with INVALID_REQUEST), stored by the cluster (`apply_broker_configs`).
 
 Group resources (type 32, KIP-848/KIP-932 group configs) take Kafka's group config names
-(coordinator/share_groups.py GROUP_CONFIGS), kept by the group's coordinator (`apply_group_configs`).
+(coordinator/share_groups.py GROUP_CONFIGS), kept by the group's coordinator (`apply_group_configs`). As in
+Kafka they are the cluster's, not one broker's: a broker that does not coordinate the group checks the
+change and sends it on to the coordinator (one hop: a request that came that way is never sent on again).
 """
 
 from __future__ import annotations
 
 import asyncio
 
-from odradek.security.authorizer import CLUSTER_NAME, Operation, ResourceType
+from odradek.broker import broker_configs
 from odradek.broker.context import RequestContext
+from odradek.broker.core import GROUP_CONFIGS_CLIENT
 from odradek.cluster.admin import AdminError
+from odradek.config import BROKER_PROPERTIES
+from odradek.security.authorizer import CLUSTER_NAME, Operation, ResourceType
 from odradek.topic_config import validate_topic_config
 from odradek.protocol.errors import ErrorCode
 
 RESOURCE_TOPIC, RESOURCE_BROKER, RESOURCE_GROUP = 2, 4, 32
-# Broker configs that may change at run time (Kafka's dynamic broker configs, the part odradek applies).
-DYNAMIC_BROKER_CONFIGS = frozenset({"leader.replication.throttled.rate", "follower.replication.throttled.rate"})
 
 
 def resource_error(ctx: RequestContext, resource: dict) -> tuple[int, str] | None:
@@ -40,9 +43,7 @@ def resource_error(ctx: RequestContext, resource: dict) -> tuple[int, str] | Non
             return ErrorCode.INVALID_REQUEST, "Group name can't be empty."
         return None
     if kind == RESOURCE_BROKER:
-        if name != "" and not name.isdigit():
-            return ErrorCode.INVALID_REQUEST, f"Invalid broker id {name!r}"
-        return None
+        return broker_configs.check_name(name, ctx.broker.node_id)
     if kind != RESOURCE_TOPIC:
         return ErrorCode.INVALID_REQUEST, f"Unknown resource type {kind}"  # Kafka's words
     if ctx.broker.metadata.topic(name) is None:
@@ -66,16 +67,24 @@ async def apply_overrides(ctx: RequestContext, topic_name: str, overrides: dict[
     return ErrorCode.NONE, None
 
 
-async def apply_group_configs(ctx: RequestContext, group_id: str, changes: dict[str, str | None],
+def forwarded(ctx: RequestContext) -> bool:
+    """Whether this request was sent on by another broker (it is answered here, never sent on again)."""
+    return (ctx.client_id or "").startswith("broker-") and (ctx.client_id or "").endswith(f"-{GROUP_CONFIGS_CLIENT}")
+
+
+async def apply_group_configs(ctx: RequestContext, resource: dict, changes: dict[str, str | None],
                               validate_only: bool) -> tuple[int, str | None]:
     """Validate and, unless ``validate_only``, store a group's config changes (a value; None: back to the
-    default); they are kept by the group's coordinator (coordinator/share_groups.py)."""
+    default); they are kept by the group's coordinator (coordinator/share_groups.py), here or elsewhere."""
+    group_id = resource["resource_name"]
     coordinator = ctx.broker.coordinator
-    if not coordinator.owns(group_id):
-        return ErrorCode.NOT_COORDINATOR, None
     problem = coordinator.share_groups.check_configs(changes)
     if problem:
         return ErrorCode.INVALID_CONFIG, problem
+    if not coordinator.owns(group_id):
+        if forwarded(ctx):
+            return ErrorCode.NOT_COORDINATOR, None
+        return await ctx.broker.alter_group_configs_at_coordinator(resource, validate_only)
     if not validate_only:
         try:
             await asyncio.wrap_future(coordinator.share_groups.set_group_configs(group_id, changes))
@@ -91,17 +100,26 @@ def response_entry(resource: dict, error: int, message: str | None) -> dict:
 
 async def apply_broker_configs(ctx: RequestContext, resource_name: str, changes: dict[str, str | None],
                                replace: bool, validate_only: bool) -> tuple[int, str | None]:
-    """Set (a value) or delete (None) dynamic configs of one broker (``resource_name`` its id, "" the
-    cluster-wide default); ``replace`` drops the ones not named (AlterConfigs)."""
-    for name, value in changes.items():
-        if name not in DYNAMIC_BROKER_CONFIGS:
-            return ErrorCode.INVALID_REQUEST, f"Config {name} cannot be updated dynamically; set it at start-up"
-        if value is not None and not (value.isdigit() and int(value) >= 1):
-            return ErrorCode.INVALID_CONFIG, f"Invalid value {value} for configuration {name}"
+    """Set (a value) or delete (None) dynamic configs of this broker (``resource_name`` its id, "" the
+    cluster-wide default), checked as Kafka checks them (broker/broker_configs.py); ``replace`` drops the
+    ones not named (AlterConfigs)."""
+    broker_id = int(resource_name) if resource_name else None
+    current = {name: str(ctx.broker.config.get(name)) for name in broker_configs.RESIZABLE_POOLS
+               if name in BROKER_PROPERTIES}  # the pools' sizes now: static, then dynamic
+    current.update(await current_broker_values(ctx))
+    problem = broker_configs.check_changes(changes, broker_id is None, current)
+    if problem is not None:
+        return problem
     if validate_only:
         return ErrorCode.NONE, None
     try:
-        await ctx.broker.admin.alter_broker_configs(int(resource_name) if resource_name else None, changes, replace)
+        await ctx.broker.admin.alter_broker_configs(broker_id, changes, replace)
     except AdminError as exc:
         return exc.error_code, exc.message
     return ErrorCode.NONE, None
+
+
+async def current_broker_values(ctx: RequestContext) -> dict[str, str]:
+    """The dynamic broker configs in force on this broker: its own over the cluster-wide defaults."""
+    return {**await ctx.broker.admin.dynamic_broker_configs(None),
+            **await ctx.broker.admin.dynamic_broker_configs(ctx.broker.node_id)}

@@ -57,6 +57,9 @@ class TopicAdmin(Protocol):
         """Set (a value) or delete (None) dynamic configs of one broker (None: the cluster-wide defaults);
         ``replace`` drops those not named."""
 
+    async def dynamic_broker_configs(self, broker_id: int | None) -> dict[str, str]:
+        """The dynamic configs stored for one broker (None: the cluster-wide defaults)."""
+
 
 def check_assignment(assignment: list[int], brokers: set[int], replication_factor: int | None) -> None:
     """An explicit replica assignment must name distinct, known brokers (INVALID_REPLICA_ASSIGNMENT)."""

@@ -12,7 +12,10 @@ Not thread-safe; owned by the event loop.
 
 from __future__ import annotations
 
+import json
 import logging
+import os
+
 from odradek.security.authorizer import AclFile
 from odradek.security.quotas import QuotaFile
 from odradek.security.scram_store import ScramFile
@@ -29,6 +32,7 @@ from odradek.protocol.errors import ErrorCode
 log = logging.getLogger(__name__)
 
 LEADER_EPOCH = 0  # a single node never changes leader
+DEFAULT_ENTITY = "<default>"  # the cluster-wide dynamic broker configs, as ZooKeeper names them
 
 
 class LocalController:
@@ -36,7 +40,10 @@ class LocalController:
         self.broker = broker
         self.registry = TopicRegistry(broker.data_dir)
         self.admin = self  # it decides topics alone (cluster/admin.py TopicAdmin)
-        self.dynamic_broker_configs: dict[str, str] = {}
+        # dynamic broker configs by entity (this broker's id, or DEFAULT_ENTITY), kept across restarts
+        self._broker_configs_path = broker.data_dir / "__cluster_metadata" / "broker_configs.json"
+        self._broker_configs: dict[str, dict[str, str]] = (
+            json.loads(self._broker_configs_path.read_text()) if self._broker_configs_path.exists() else {})
         broker.metadata.cluster_id = self.registry.cluster_id
 
     def producer_id_manager(self) -> ProducerIdManager:
@@ -196,13 +203,24 @@ class LocalController:
 
     async def alter_broker_configs(self, broker_id: int | None, changes: dict[str, str | None], replace: bool) -> None:
         # kept, not applied: a single node follows no leader, so there is nothing to throttle
-        if replace:
-            self.dynamic_broker_configs.clear()
+        entity = DEFAULT_ENTITY if broker_id is None else str(broker_id)
+        configs = {} if replace else dict(self._broker_configs.get(entity, {}))
         for name, value in changes.items():
             if value is None:
-                self.dynamic_broker_configs.pop(name, None)
+                configs.pop(name, None)
             else:
-                self.dynamic_broker_configs[name] = value
+                configs[name] = value
+        self._broker_configs[entity] = configs
+        tmp = self._broker_configs_path.with_suffix(".tmp")
+        tmp.parent.mkdir(parents=True, exist_ok=True)
+        with open(tmp, "w") as f:
+            json.dump({k: v for k, v in self._broker_configs.items() if v}, f, sort_keys=True)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, self._broker_configs_path)
+
+    async def dynamic_broker_configs(self, broker_id: int | None) -> dict[str, str]:
+        return dict(self._broker_configs.get(DEFAULT_ENTITY if broker_id is None else str(broker_id), {}))
 
     # -- inter-broker requests: a single node has no other controller --------------------------------------
 

@@ -253,6 +253,11 @@ class ZkAdmin:
         if broker_id is None or broker_id == self.member.broker_id:
             await self.member.broker_configs_changed()
 
+    async def dynamic_broker_configs(self, broker_id: int | None) -> dict[str, str]:
+        entity = L.BROKER_DEFAULT_ENTITY if broker_id is None else str(broker_id)
+        found = await self.zk.get_or_none(L.broker_config_path(entity))
+        return L.decode_topic_config(found[0] if found else None)
+
     def close(self) -> None:
         for task in self._tasks:
             task.cancel()

@@ -3,11 +3,12 @@
 Per-key operations on a topic's overrides: SET (0), DELETE (1, back to the default), APPEND (2) and
 SUBTRACT (3) for list configs (`cleanup.policy`). The result is validated as a whole (INVALID_CONFIG) and
 applied atomically; `validate_only` changes nothing. A non-list config with APPEND/SUBTRACT or an unknown
-operation → INVALID_CONFIG / INVALID_REQUEST. Broker resources (an id, or "" for the cluster default) take
-SET and DELETE of the replication throttle rates (`leader/follower.replication.throttled.rate`) only;
-anything else → INVALID_REQUEST. Group resources (32) take SET and DELETE of the group configs
+operation → INVALID_CONFIG / INVALID_REQUEST. Broker resources (this broker's id, or "" for the cluster default) take what Kafka 4.4
+takes (broker/broker_configs.py): a config named twice, a null SET or an unknown operation → INVALID_REQUEST,
+APPEND/SUBTRACT on a non-list → INVALID_CONFIG, then Kafka's name and value checks; DELETE always applies. Group resources (32) take SET and DELETE of the group configs
 (`share.auto.offset.reset`, `share.isolation.level`, `share.record.lock.duration.ms`, ...; see
-docs/share-groups.md): unknown names and bad values → INVALID_CONFIG.
+docs/share-groups.md): unknown names and bad values → INVALID_CONFIG. Any broker takes them, as Kafka does:
+one that does not coordinate the group sends the change on to the coordinator (topic_configs.py).
 BROKER_LOGGER resources (8) change the broker's log levels at run time (broker/broker_loggers.py), checked
 in Kafka's order: a config named twice or a null value to SET (INVALID_REQUEST, before authorization), then
 ALTER_CONFIGS on the cluster (CLUSTER_AUTHORIZATION_FAILED), then this node's id as the name, then each
@@ -19,7 +20,8 @@ from odradek.security.authorizer import CLUSTER_NAME, Operation as Op, ResourceT
 from odradek.broker.context import RequestContext
 from odradek.broker.registry import handler
 from odradek.broker.topic_configs import RESOURCE_BROKER, RESOURCE_GROUP, apply_broker_configs, \
-    apply_group_configs, apply_overrides, resource_error, response_entry
+    apply_group_configs, apply_overrides, current_broker_values, resource_error, response_entry
+from odradek.config import BROKER_PROPERTIES
 from odradek.topic_config import CONFIG_TYPE_LIST, topic_config_type
 from odradek.protocol.api_keys import ApiKey
 from odradek.protocol.errors import ErrorCode
@@ -80,10 +82,38 @@ def _set_or_delete(resource: dict) -> dict[str, str | None] | tuple[int, str]:
     return changes
 
 
+BROKER_LIST_CONFIGS = frozenset({"log.cleanup.policy", "listeners", "advertised.listeners", "sasl.enabled.mechanisms",
+                                 "ssl.cipher.suites", "ssl.enabled.protocols", "super.users"})
+
+
 async def _alter_broker(ctx: RequestContext, resource: dict, validate_only: bool) -> tuple[int, str | None]:
-    changes = _set_or_delete(resource)
-    if isinstance(changes, tuple):
-        return changes
+    configs = resource["configs"]
+    if len({c["name"] for c in configs}) != len(configs):
+        return ErrorCode.INVALID_REQUEST, "Error due to duplicate config keys"
+    current: dict[str, str] | None = None
+    changes: dict[str, str | None] = {}
+    for change in configs:
+        name, op, value = change["name"], change["config_operation"], change["value"]
+        if op not in (SET, DELETE, APPEND, SUBTRACT):
+            return ErrorCode.INVALID_REQUEST, f"Unknown operations type {op}"
+        if op != DELETE and value is None:
+            return ErrorCode.INVALID_REQUEST, f"Null value not supported for : {name}"
+        if op in (APPEND, SUBTRACT):
+            if name not in BROKER_LIST_CONFIGS:
+                word = "append" if op == APPEND else "subtract"
+                return ErrorCode.INVALID_CONFIG, f"Config value {word} is not allowed for config key: {name}"
+            if current is None:
+                current = await current_broker_values(ctx)
+            known = current.get(name)
+            if known is None and name in BROKER_PROPERTIES:
+                known = str(ctx.broker.config.get(name) or "")
+            items = [v for v in (known or "").split(",") if v]
+            given = [v for v in value.split(",") if v]
+            items = items + [v for v in given if v not in items] if op == APPEND else \
+                [v for v in items if v not in given]
+            changes[name] = ",".join(items)
+        else:
+            changes[name] = value if op == SET else None
     return await apply_broker_configs(ctx, resource["resource_name"], changes, False, validate_only)
 
 
@@ -91,7 +121,7 @@ async def _alter_group(ctx: RequestContext, resource: dict, validate_only: bool)
     changes = _set_or_delete(resource)
     if isinstance(changes, tuple):
         return changes
-    return await apply_group_configs(ctx, resource["resource_name"], changes, validate_only)
+    return await apply_group_configs(ctx, resource, changes, validate_only)
 
 
 def _alter_loggers(ctx: RequestContext, resource: dict, validate_only: bool) -> tuple[int, str | None]:
