@@ -19,10 +19,13 @@ from odradek.broker.authorizer import CLUSTER_NAME, Operation, ResourceType
 from odradek.broker.core import RequestContext
 from odradek.cluster.admin import AdminError
 from odradek.config import validate_topic_config
+from odradek.protocol.api_keys import ApiKey
 from odradek.protocol.errors import ErrorCode
 
 RESOURCE_TOPIC, RESOURCE_BROKER, RESOURCE_GROUP = 2, 4, 32
 # Broker configs that may change at run time (Kafka's dynamic broker configs, the part odradek applies).
+FORWARDED = "-group-configs-forward"  # the client id's tail on a group-config change forwarded to its coordinator
+FORWARD_FOR_S, FORWARD_BACKOFF_S = 10.0, 0.2
 DYNAMIC_BROKER_CONFIGS = frozenset({"leader.replication.throttled.rate", "follower.replication.throttled.rate"})
 
 
@@ -69,19 +72,56 @@ async def apply_overrides(ctx: RequestContext, topic_name: str, overrides: dict[
 async def apply_group_configs(ctx: RequestContext, group_id: str, changes: dict[str, str | None],
                               validate_only: bool) -> tuple[int, str | None]:
     """Validate and, unless ``validate_only``, store a group's config changes (a value; None: back to the
-    default); they are kept by the group's coordinator (coordinator/share_groups.py)."""
+    default); they are kept by the group's coordinator (coordinator/share_groups.py). Any broker takes them,
+    as in Kafka (where the controller keeps group configs): another broker's group is forwarded there."""
     coordinator = ctx.broker.coordinator
-    if not coordinator.owns(group_id):
-        return ErrorCode.NOT_COORDINATOR, None
     problem = coordinator.share_groups.check_configs(changes)
     if problem:
         return ErrorCode.INVALID_CONFIG, problem
+    if not coordinator.owns(group_id):
+        if (ctx.client_id or "").endswith(FORWARDED):  # one hop only: the coordinator moved meanwhile
+            return ErrorCode.NOT_COORDINATOR, None
+        return await _forward_group_configs(ctx, group_id, changes, validate_only)
     if not validate_only:
         try:
             await asyncio.wrap_future(coordinator.share_groups.set_group_configs(group_id, changes))
         except Exception as exc:  # the coordinator's partition moved or storage failed
             return ErrorCode.COORDINATOR_NOT_AVAILABLE, str(exc)
     return ErrorCode.NONE, None
+
+
+async def _forward_group_configs(ctx: RequestContext, group_id: str, changes: dict[str, str | None],
+                                 validate_only: bool) -> tuple[int, str | None]:
+    """IncrementalAlterConfigs of the group's configs at its coordinator; waits (for at most
+    `FORWARD_FOR_S`) while there is none yet (the offsets topic being created) or it is moving."""
+    broker = ctx.broker
+    resource = {"resource_type": RESOURCE_GROUP, "resource_name": group_id, "configs": [
+        {"name": name, "config_operation": 1 if value is None else 0, "value": value}
+        for name, value in changes.items()]}
+    loop = asyncio.get_running_loop()
+    give_up = loop.time() + FORWARD_FOR_S
+    outcome: tuple[int, str | None] = (ErrorCode.COORDINATOR_NOT_AVAILABLE, None)
+    while loop.time() < give_up:
+        node = broker.coordinator_node(False, group_id)
+        if node is not None and node.node_id == broker.node_id:
+            if broker.coordinator.owns(group_id):
+                return await apply_group_configs(ctx, group_id, changes, validate_only)
+            outcome = ErrorCode.COORDINATOR_LOAD_IN_PROGRESS, None
+        elif node is not None:
+            client = broker.cluster.client_for(node.node_id, FORWARDED[1:])
+            if client is not None:
+                try:
+                    response = await client.request(ApiKey.INCREMENTAL_ALTER_CONFIGS, 1, {"resources": [resource], "validate_only": validate_only},
+                                                    timeout_s=FORWARD_FOR_S)
+                    (answer,) = response["responses"]
+                    outcome = answer["error_code"], answer["error_message"]
+                except (ConnectionError, asyncio.TimeoutError, ValueError) as exc:
+                    outcome = ErrorCode.COORDINATOR_NOT_AVAILABLE, str(exc)
+                if outcome[0] not in (ErrorCode.NOT_COORDINATOR, ErrorCode.COORDINATOR_NOT_AVAILABLE,
+                                      ErrorCode.COORDINATOR_LOAD_IN_PROGRESS):
+                    return outcome
+        await asyncio.sleep(FORWARD_BACKOFF_S)
+    return outcome
 
 
 def response_entry(resource: dict, error: int, message: str | None) -> dict:

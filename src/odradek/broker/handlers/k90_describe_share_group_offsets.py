@@ -12,9 +12,11 @@ principal may not describe), NOT_COORDINATOR.
 The start offset and the finished count come from each partition's share coordinator
 (ReadShareGroupStateSummary, or the local one: coordinator/share_coordinator.py), so they are what is
 stored; the high watermark is this broker's replica's. Gaps: `leader_epoch` is always -1; the lag is -1
-for a partition with no replica here; `topics` null lists the partitions of the group's subscriptions and
-those it has state for at this broker's share coordinator (Kafka's group coordinator keeps the list of a
-group's initialized partitions; odradek's does not).
+for a partition with no replica here; `topics` null lists the partitions assigned to the group's members
+since this coordinator took the group or set by AlterShareGroupOffsets (`ShareGroup.seen`, wherever their
+share coordinator is), and those it has state for at this broker's share coordinator: Kafka's group
+coordinator stores the list of a group's initialized partitions, odradek's keeps it in memory only, so after a
+coordinator move a partition whose state is on another broker is listed once it is assigned again.
 """
 
 import asyncio
@@ -72,6 +74,7 @@ async def describe_share_group_offsets(ctx: RequestContext, request: dict) -> di
         if asked["topics"] is None:
             known = {(t, p) for _, t, p in coordinator.share_coordinator.keys_of(gid)}
             known |= {tp for m in share.groups[gid].members.values() for tp in m.assigned}
+            known |= share.groups[gid].seen  # state kept by other brokers' share coordinators, in a cluster
             for topic_id, index in sorted(known):
                 topic = metadata.topic_by_id(topic_id)
                 if topic is not None:
