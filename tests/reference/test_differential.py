@@ -15,8 +15,9 @@ from .conftest import report_line
 from .differential import Broker, Connection, compare
 from .scenarios import SCENARIOS
 from .scenarios_kip848 import SCENARIOS_KIP848
+from .scenarios_share import SCENARIOS_SHARE
 
-SCENARIOS = [*SCENARIOS, *SCENARIOS_KIP848]
+SCENARIOS = [*SCENARIOS, *SCENARIOS_KIP848, *SCENARIOS_SHARE]
 
 RUN_TOKEN = secrets.token_hex(2)  # in every name a scenario creates, so reruns against a live Kafka don't clash
 

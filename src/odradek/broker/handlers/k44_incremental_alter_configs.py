@@ -7,7 +7,8 @@ operation → INVALID_CONFIG / INVALID_REQUEST. Broker resources (an id, or "" f
 SET and DELETE of the replication throttle rates (`leader/follower.replication.throttled.rate`) only;
 anything else → INVALID_REQUEST. Group resources (32) take SET and DELETE of the group configs
 (`share.auto.offset.reset`, `share.isolation.level`, `share.record.lock.duration.ms`, ...; see
-docs/share-groups.md): unknown names and bad values → INVALID_CONFIG.
+docs/share-groups.md): unknown names and bad values → INVALID_CONFIG. Any broker takes them; another
+broker's group is forwarded to its coordinator (broker/topic_configs.py `apply_group_configs`).
 BROKER_LOGGER resources (8) change the broker's log levels at run time (broker/broker_loggers.py), checked
 in Kafka's order: a config named twice or a null value to SET (INVALID_REQUEST, before authorization), then
 ALTER_CONFIGS on the cluster (CLUSTER_AUTHORIZATION_FAILED), then this node's id as the name, then each

@@ -11,7 +11,8 @@ principal may not describe), NOT_COORDINATOR.
 
 The start offset and the finished count come from each partition's share coordinator
 (ReadShareGroupStateSummary, or the local one: coordinator/share_coordinator.py), so they are what is
-stored; the high watermark is this broker's replica's. Gaps: `leader_epoch` is always -1; the lag is -1
+stored, as is `leader_epoch` (the state's: 0 after AlterShareGroupOffsets, as in Kafka); the high watermark
+is this broker's replica's. Gaps: the lag is -1
 for a partition with no replica here; `topics` null lists the partitions assigned to the group's members
 since this coordinator took the group or set by AlterShareGroupOffsets (`ShareGroup.seen`, wherever their
 share coordinator is), and those it has state for at this broker's share coordinator: Kafka's group
@@ -35,9 +36,9 @@ def _group(group_id: str, code: int, message: str | None = None) -> dict:
     return {"group_id": group_id, "topics": [], "error_code": code, "error_message": message}
 
 
-def _partition(index: int, start: int = -1, lag: int = -1, code: int = 0) -> dict:
-    return {"partition_index": index, "start_offset": start, "leader_epoch": -1, "lag": lag, "error_code": code,
-            "error_message": None}
+def _partition(index: int, start: int = -1, lag: int = -1, code: int = 0, leader_epoch: int = -1) -> dict:
+    return {"partition_index": index, "start_offset": start, "leader_epoch": leader_epoch, "lag": lag,
+            "error_code": code, "error_message": None}
 
 
 def _unknown_group(ctx: RequestContext, group_id: str, asked: list[dict] | None) -> dict:
@@ -99,15 +100,17 @@ async def describe_share_group_offsets(ctx: RequestContext, request: dict) -> di
                 sp = share.partitions.get(key)
                 if sp is not None and sp.dirty:  # led here and newer than what is stored
                     start, finished = sp.start, sum(1 for r in sp.records.values() if r.state in FINISHED)
+                    leader_epoch = share.epochs.get(key, (0, -1))[1]
                 else:
                     code, stored = await asyncio.wrap_future(share.persister.summary(key))
                     if code or stored is None or stored.start < 0:
                         parts.append(_partition(index, code=code))
                         continue
                     start, finished = stored.start, stored.delivery_complete()
+                    leader_epoch = stored.leader_epoch
                 plog = ctx.broker.logs.get(name, index)
                 lag = max(plog.high_watermark - start - finished, 0) if plog is not None else -1
-                parts.append(_partition(index, start, lag))
+                parts.append(_partition(index, start, lag, leader_epoch=leader_epoch))
             topics.append({"topic_name": name, "topic_id": topic.topic_id, "partitions": parts})
         out.append({"group_id": gid, "topics": topics, "error_code": 0, "error_message": None})
     return {"throttle_time_ms": 0, "groups": out}
