@@ -204,7 +204,7 @@ class Broker:
 
             # share-partition leaders reach each key's share coordinator wherever it is
             coordinator.share_groups.persister = RemotePersister(self, coordinator.share_groups.persister)
-            coordinator.share_groups.fetch_configs = self._fetch_group_configs
+            coordinator.share_groups.fetch_configs = self.group_configs_at_coordinator
         return coordinator
 
     def _build_txn_coordinator(self) -> TransactionCoordinator:
@@ -314,7 +314,7 @@ class Broker:
             return None
         return self.metadata.leader_of(name, partition_for(key, topic.partitions))
 
-    def _fetch_group_configs(self, group_id: str) -> Future:
+    def group_configs_at_coordinator(self, group_id: str) -> Future:
         """A future of the configs set for a group, asked of its coordinator (DescribeConfigs on the GROUP
         resource; None when it cannot say): a share-partition leader elsewhere needs them."""
         result: Future = Future()

@@ -12,12 +12,16 @@ unsupported resource type → INVALID_REQUEST. Config types are reported from v3
 `include_documentation` (v3+) every config carries a `documentation` string: odradek's own sentence or two on
 what it does and its unit (config.py, beside each definition), not Kafka's text; null when not asked.
 GROUP (32) lists the group configs (coordinator/share_groups.py GROUP_CONFIGS): a value set for the group
-as GROUP_CONFIG (source 8), else its default (the broker property behind it) as DEFAULT_CONFIG.
+as GROUP_CONFIG (source 8), else its default (the broker property behind it) as DEFAULT_CONFIG. Any broker
+answers: the values set are asked of the group's coordinator when that is another broker (as Kafka's brokers
+all know them from the controller); when it cannot be reached, what this broker last learnt of them.
 BROKER_LOGGER (8) needs DESCRIBE_CONFIGS on the cluster (CLUSTER_AUTHORIZATION_FAILED) and this node's id as
 its name (INVALID_REQUEST with Kafka's message otherwise), and lists the broker's log levels
 (broker/broker_loggers.py): the root and every odradek logger, each at its effective level in log4j's
 words, as DYNAMIC_BROKER_LOGGER_CONFIG (source 6); `configuration_keys` naming no logger are left out.
 """
+
+import asyncio
 
 from odradek.broker import broker_loggers
 from odradek.broker.authorizer import CLUSTER_NAME, Operation as Op, ResourceType as Res
@@ -91,7 +95,7 @@ def is_sensitive(name: str) -> bool:
 
 
 @handler(ApiKey.DESCRIBE_CONFIGS, 0, 4)
-def describe_configs(ctx: RequestContext, request: dict) -> dict:
+async def describe_configs(ctx: RequestContext, request: dict) -> dict:
     results = []
     for resource in request["resources"]:
         kind, name = resource["resource_type"], resource["resource_name"]
@@ -119,7 +123,7 @@ def describe_configs(ctx: RequestContext, request: dict) -> dict:
         elif kind == RESOURCE_GROUP and not ctx.allowed(Op.DESCRIBE_CONFIGS, Res.GROUP, name):
             result.update(error_code=ErrorCode.GROUP_AUTHORIZATION_FAILED, error_message="Authorization failed.")
         elif kind == RESOURCE_GROUP and name:
-            result["configs"] = _group_configs(ctx, name, resource["configuration_keys"],
+            result["configs"] = await _group_configs(ctx, name, resource["configuration_keys"],
                                                request["include_documentation"])
         elif kind == RESOURCE_BROKER and name in ("", str(ctx.broker.node_id)):
             result["configs"] = _broker_configs(ctx, resource["configuration_keys"], request["include_documentation"])
@@ -130,16 +134,17 @@ def describe_configs(ctx: RequestContext, request: dict) -> dict:
     return {"throttle_time_ms": 0, "results": results}
 
 
-def _group_configs(ctx: RequestContext, group_id: str, keys: list[str] | None,
-                   include_documentation: bool) -> list[dict]:
+async def _group_configs(ctx: RequestContext, group_id: str, keys: list[str] | None,
+                         include_documentation: bool) -> list[dict]:
     share_groups = ctx.broker.coordinator.share_groups
-    own = share_groups.group_configs.get(group_id, {})
+    own = await _set_for_group(ctx, group_id)
     out = []
     for name in sorted(GROUP_CONFIGS):
         if not _wanted(keys, name):
             continue
         kind = CONFIG_TYPE_INT if name.endswith(".ms") else CONFIG_TYPE_STRING
-        out.append(_entry(name, share_groups.group_config(group_id, name),
+        value = own[name] if name in own else share_groups.config.defaults.get(name, "")
+        out.append(_entry(name, value,
                           SOURCE_GROUP if name in own else SOURCE_DEFAULT, kind, [],
                           GROUP_CONFIGS[name][2] if include_documentation else None))
     return out
@@ -207,3 +212,14 @@ def _entry(name: str, value: str | None, source: int, config_type: int, synonyms
         "config_type": config_type,
         "documentation": documentation,
     }
+
+
+async def _set_for_group(ctx: RequestContext, group_id: str) -> dict[str, str]:
+    """The configs set for a group, from its coordinator (this broker, or asked over DescribeConfigs)."""
+    share_groups = ctx.broker.coordinator.share_groups
+    if ctx.broker.coordinator.owns(group_id):
+        return share_groups.group_configs.get(group_id, {})
+    if (ctx.client_id or "").endswith("-group-configs"):  # asked by a broker: answer, never ask on (one hop)
+        return {}
+    asked = await asyncio.wrap_future(ctx.broker.group_configs_at_coordinator(group_id))
+    return asked if asked is not None else share_groups.remote_configs.get(group_id, {})
