@@ -623,11 +623,12 @@ class ShareGroupCoordinator:
         durable = {}
         for key in keys:
             sp = self.partitions.get(key)
-            if sp is None or not sp.dirty:
+            if sp is None or not sp.dirty or sp.untouched:
                 continue
             start, _, runs = sp.snapshot()
             state_epoch, leader_epoch = self.epochs.get(key, (0, -1))
             sp.dirty = False
+            sp.persisted = True
             written = durable[key] = self.persister.write(key, state_epoch, leader_epoch, start, runs)
             written.add_done_callback(lambda f, key=key, sp=sp: self._written(key, sp, f))
         return durable

@@ -67,7 +67,15 @@ class SharePartition:
         self.delivery_limit = delivery_limit
         self.max_in_flight = max_in_flight
         self.records: dict[int, InFlight] = {}
-        self.dirty = True  # a new partition's start must be stored, so a restart does not reset it
+        self.dirty = True  # a new partition's start is stored with its first delivery (see `untouched`)
+        self.persisted = False  # written to (or read from) the share coordinator at least once
+
+    @property
+    def untouched(self) -> bool:
+        """A window this leader opened (at `share.auto.offset.reset`) that has never held a record and was
+        never stored: as in Kafka, such a start is not written, so the partition stays uninitialized
+        (DescribeShareGroupOffsets: no start offset) until the group is first handed a record there."""
+        return not self.persisted and self.end == self.start
 
     # ----------------------------------------------------------------------------------------- reading
 
@@ -232,4 +240,5 @@ class SharePartition:
                 sp.records[offset] = InFlight(AVAILABLE if state == ACQUIRED else state, count)
         sp._advance()
         sp.dirty = False
+        sp.persisted = True
         return sp

@@ -206,7 +206,7 @@ def _acquire(ctx: RequestContext, group_id: str, member_id: str, wanted: list[tu
         except ShareError:  # its state is still being read from the share coordinator: wait for it
             continue
         sp.move_start(plog.log_start_offset)
-        if sp.dirty:  # a new window (or the log start moved): stored at once, so a failover keeps its start
+        if sp.dirty:  # the log start moved: stored at once (a window that never held a record is not)
             coordinator.store([key])
         start = sp.next_fetch_offset()
         upper = plog.last_stable_offset if read_committed else plog.high_watermark

@@ -3,7 +3,9 @@
 Per group and partition: the share-partition start offset (SPSO: everything below it is acknowledged or
 archived) and, from v1 (KIP-1226), the lag: records below the high watermark not yet finished (in flight
 and not acknowledged or archived, or never delivered). A partition the group has no state for answers start
-offset -1 (and lag -1); `topics` null lists every partition the group has state for. An id no group holds is
+offset -1 (and lag -1), as does one the group was assigned but never handed a record from (Kafka 4.4 shows
+no start offset until then; a leader does not store the start it opened a window at before the window first
+holds a record); `topics` null lists every partition the group has state for. An id no group holds is
 answered as Kafka 4.4 answers it, as a share group with no state (NONE, each partition asked for at -1); an
 id of a classic or consumer group GROUP_ID_NOT_FOUND; an unknown topic of a known group
 UNKNOWN_TOPIC_OR_PARTITION per partition; GROUP_AUTHORIZATION_FAILED, TOPIC_AUTHORIZATION_FAILED (topics the
@@ -98,13 +100,16 @@ async def describe_share_group_offsets(ctx: RequestContext, request: dict) -> di
             for index in indexes:
                 key = (gid, topic.topic_id, index)
                 sp = share.partitions.get(key)
-                if sp is not None and sp.dirty:  # led here and newer than what is stored
+                if sp is not None and sp.dirty and not sp.untouched:  # led here and newer than what is stored
                     start, finished = sp.start, sum(1 for r in sp.records.values() if r.state in FINISHED)
                     leader_epoch = share.epochs.get(key, (0, -1))[1]
                 else:
                     code, stored = await asyncio.wrap_future(share.persister.summary(key))
                     if code or stored is None or stored.start < 0:
-                        parts.append(_partition(index, code=code))
+                        # a partition the group was assigned is initialized by Kafka's group coordinator
+                        # with no start offset and leader epoch 0; shown so until the group gets a record
+                        assigned = (topic.topic_id, index) in share.groups[gid].seen
+                        parts.append(_partition(index, code=code, leader_epoch=0 if assigned and not code else -1))
                         continue
                     start, finished = stored.start, stored.delivery_complete()
                     leader_epoch = stored.leader_epoch
