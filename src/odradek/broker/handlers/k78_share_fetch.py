@@ -5,7 +5,9 @@ it, otherwise the next epoch; INVALID_SHARE_SESSION_EPOCH, SHARE_SESSION_NOT_FOU
 names and drops the forgotten ones. Piggy-backed acknowledgements (not allowed when opening a session:
 INVALID_REQUEST) are applied first and made durable before the answer; each partition reports their
 outcome in `acknowledge_error_code` (INVALID_RECORD_STATE for a record the member does not hold).
-Closing the session releases whatever the member still holds and fetches nothing.
+Closing the session releases whatever the member still holds and fetches nothing. v2 (Kafka 4.2+) adds
+acquire modes (`share_acquire_mode`, KIP-1206: batch-optimized or record-limit) and renew
+acknowledgements (`is_renew_ack`, KIP-1222), both below.
 
 Then, per partition of the session, the group's delivery state (coordinator/share_partition.py) says where
 to read: the first released record, else the end of the in-flight window. The log is read as Fetch reads it
@@ -35,8 +37,10 @@ v2 (Kafka 4.2+) adds `share_acquire_mode` (KIP-1206): 0, batch-optimized (v1's o
 hold renew (type 4), which restarts the records' acquisition locks; such a request only acknowledges (it
 must ask for nothing: max_wait_ms, min_bytes, max_bytes, max_records and batch_size all 0, else
 INVALID_REQUEST) and fetches nothing. A renew without `is_renew_ack` answers INVALID_REQUEST for its partition.
-v0 (Kafka 4.0's early access) is not served. Gaps: `batch_size` is ignored (one acquired range per run of equal
-delivery counts); `min_bytes` counts as one record.
+v0 (Kafka 4.0's early access) is not served.
+
+Gaps: `batch_size` is ignored (one acquired range per run of equal delivery counts); `min_bytes` counts as one
+record.
 """
 
 import asyncio
@@ -55,6 +59,7 @@ from odradek.protocol.errors import ErrorCode
 from odradek.records.batch import iter_batches
 from odradek.storage.log import OffsetOutOfRangeError
 
+PROVEN_BY = "interop and cluster suites, franz-go's share tests, differential suite"
 MAX_WAIT_CAP_MS = 30_000
 DEFAULT_MAX_RECORDS = 500
 BATCH_OPTIMIZED, RECORD_LIMIT = 0, 1  # ShareAcquireMode (v2)

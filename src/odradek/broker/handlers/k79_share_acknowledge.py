@@ -22,6 +22,8 @@ from odradek.coordinator.share_groups import FINAL_SESSION_EPOCH, ShareError
 from odradek.protocol.api_keys import ApiKey
 from odradek.protocol.errors import ErrorCode
 
+PROVEN_BY = "interop and cluster suites, franz-go's share tests"
+
 
 def _failed(code: int, message: str | None = None) -> dict:
     return {"throttle_time_ms": 0, "error_code": code, "error_message": message, "acquisition_lock_timeout_ms": 0,

@@ -31,6 +31,7 @@ from odradek.coordinator.share_partition import FINISHED
 from odradek.protocol.api_keys import ApiKey
 from odradek.protocol.errors import ErrorCode
 
+PROVEN_BY = "interop and cluster suites, franz-go's share tests, differential suite"
 ZERO_UUID = bytes(16)
 
 
