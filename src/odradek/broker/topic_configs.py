@@ -111,8 +111,8 @@ async def _forward_group_configs(ctx: RequestContext, group_id: str, changes: di
             client = broker.cluster.client_for(node.node_id, FORWARDED[1:])
             if client is not None:
                 try:
-                    response = await client.request(ApiKey.INCREMENTAL_ALTER_CONFIGS, 1, {"resources": [resource], "validate_only": validate_only},
-                                                    timeout_s=FORWARD_FOR_S)
+                    body = {"resources": [resource], "validate_only": validate_only}
+                    response = await client.request(ApiKey.INCREMENTAL_ALTER_CONFIGS, 1, body, timeout_s=FORWARD_FOR_S)
                     (answer,) = response["responses"]
                     outcome = answer["error_code"], answer["error_message"]
                 except (ConnectionError, asyncio.TimeoutError, ValueError) as exc:
