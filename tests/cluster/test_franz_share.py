@@ -69,17 +69,21 @@ def kgo_test_binary() -> Path:
         if proc.returncode != 0 or found is None:
             _unavailable(f"go mod download of franz-go {FRANZ_VERSION} failed: {proc.stdout[-1000:]}"
                          f"{proc.stderr[-1000:]}")
-        staging = CACHE / "src.partial"
+        staging = CACHE / f"src.partial-{os.getpid()}"  # another run may be filling the cache too
         shutil.rmtree(staging, ignore_errors=True)
-        shutil.copytree(found.group(1), staging)  # the module cache is read-only; go test -c needs no writes
+        shutil.copytree(found.group(1), staging)  # a writable copy of the read-only module cache
         for path in staging.rglob("*"):
             path.chmod(path.stat().st_mode | 0o200)
-        staging.rename(source)
-    proc = _go(go, ["test", "-c", "-o", str(binary) + ".partial", "./pkg/kgo/"], source, BUILD_TIMEOUT_S,
+        try:
+            staging.rename(source)
+        except OSError:  # the other run got there first
+            shutil.rmtree(staging, ignore_errors=True)
+    partial = f"{binary}.partial-{os.getpid()}"
+    proc = _go(go, ["test", "-c", "-o", partial, "./pkg/kgo/"], source, BUILD_TIMEOUT_S,
                "go test -c of franz-go's pkg/kgo")
     if proc.returncode != 0:
         pytest.fail(f"go test -c of franz-go failed ({proc.returncode}):\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}")
-    os.replace(str(binary) + ".partial", binary)
+    os.replace(partial, binary)
     return binary
 
 
