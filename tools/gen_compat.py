@@ -116,6 +116,10 @@ SUITES = {
                           "release, reject, lock timeouts, delivery limit, kill -9, read_committed, group configs",
                           "confluent-kafka"),
     "test_share_partition": ("the share-partition state machine: in-flight window, locks, delivery counts", None),
+    "test_share_fetch_v2": ("ShareFetch and ShareAcknowledge v2 over raw sockets: acquire modes (KIP-1206), renew "
+                            "acknowledgements (KIP-1222), malformed v2 requests", None),
+    "test_franz_share": ("franz-go v1.22.3's own share-group integration tests (pkg/kgo, ShareFetch v2) on one "
+                         "broker and on three", None),
     "spark/test_registry_formats": ("Spark reads JSON Schema and Protobuf values (confluent-kafka's serializers) "
                                     "through the registry; tables sync of a JSON Schema topic", "pyspark"),
     "test_spark_registry_formats": ("the connector's JSON Schema and Protobuf type mappings and decoding", None),

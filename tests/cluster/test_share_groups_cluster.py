@@ -168,3 +168,57 @@ def test_share_coordinator_killed_new_coordinator_loads_the_state(cluster_factor
     consume_the_rest(cluster, topic_name, group, accepted)
     assert time.monotonic() - started < 40
     stored_start(cluster, new, group, tid, RECORDS)  # and the leader's writes now go to it
+
+
+def group_coordinator(cluster, group: str) -> int:
+    def ask():
+        body = request(one_broker(cluster), ApiKey.FIND_COORDINATOR, 6, {"key_type": 0, "coordinator_keys": [group]})
+        (found,) = body["coordinators"]
+        return found["node_id"] if found["error_code"] == 0 else None
+    return wait_until(ask, timeout=30, interval=0.2, message=f"a group coordinator for {group}")
+
+
+def set_group_config(bootstrap: str, group: str, value: str) -> int:
+    body = request(bootstrap, ApiKey.INCREMENTAL_ALTER_CONFIGS, 1, {"validate_only": False, "resources": [
+        {"resource_type": 32, "resource_name": group, "configs": [
+            {"name": "share.auto.offset.reset", "config_operation": 0, "value": value}]}]})
+    return body["responses"][0]["error_code"]
+
+
+def group_config_at(bootstrap: str, group: str) -> tuple[str, int]:
+    body = request(bootstrap, ApiKey.DESCRIBE_CONFIGS, 4, {"resources": [
+        {"resource_type": 32, "resource_name": group, "configuration_keys": ["share.auto.offset.reset"]}],
+        "include_synonyms": False, "include_documentation": False})
+    (config,) = body["results"][0]["configs"]
+    return config["value"], config["config_source"]
+
+
+def test_share_group_admin_from_any_broker(cluster_factory, topic_name):
+    """A fresh cluster (no `__share_group_state` yet): group configs are set and read at every broker, not
+    only the group's coordinator (a bad value is still INVALID_CONFIG); AlterShareGroupOffsets at the
+    coordinator sets all three partitions, whose share coordinators are spread over the brokers; and
+    DescribeShareGroupOffsets of all topics lists the three."""
+    cluster = cluster_factory(3, settings=SETTINGS)
+    cluster.start()
+    cluster.wait_ready()
+    create_topic(cluster, topic_name, partitions=3)
+    group = topic_name + "-g"
+    coordinator = group_coordinator(cluster, group)
+    for node in cluster.ids:
+        bootstrap = cluster.broker(node).bootstrap
+        assert set_group_config(bootstrap, group, "bogus") == ErrorCode.INVALID_CONFIG
+        assert set_group_config(bootstrap, group, "earliest" if node % 2 else "latest") == ErrorCode.NONE
+    last = "earliest" if cluster.ids[-1] % 2 else "latest"
+    for node in cluster.ids:
+        assert group_config_at(cluster.broker(node).bootstrap, group) == (last, 8)  # GROUP_CONFIG
+    at_coordinator = cluster.broker(coordinator).bootstrap
+    altered = request(at_coordinator, ApiKey.ALTER_SHARE_GROUP_OFFSETS, 0, {"group_id": group, "topics": [
+        {"topic_name": topic_name, "partitions": [{"partition_index": p, "start_offset": 2} for p in range(3)]}]})
+    assert altered["error_code"] == 0
+    assert [(p["partition_index"], p["error_code"]) for p in altered["responses"][0]["partitions"]] == \
+        [(0, 0), (1, 0), (2, 0)]
+    described = request(at_coordinator, ApiKey.DESCRIBE_SHARE_GROUP_OFFSETS, 1,
+                        {"groups": [{"group_id": group, "topics": None}]})
+    (topic,) = described["groups"][0]["topics"]
+    assert sorted((p["partition_index"], p["start_offset"], p["leader_epoch"], p["error_code"])
+                  for p in topic["partitions"]) == [(0, 2, 0, 0), (1, 2, 0, 0), (2, 2, 0, 0)]

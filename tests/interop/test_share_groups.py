@@ -153,8 +153,8 @@ def test_consumers_of_one_group_get_distinct_records(broker, topic_name):
 
 @pytest.mark.timeout(60)
 def test_members_fetching_in_turn_share_the_records(broker, topic_name):
-    """Two members (raw ShareGroupHeartbeat/ShareFetch v1) asking for a few records at a time each acquire
-    different ones, and acknowledge them with ShareAcknowledge."""
+    """Two members (raw ShareGroupHeartbeat/ShareFetch v2 in record-limit mode, KIP-1206) asking for a few
+    records at a time each acquire different ones, and acknowledge them with ShareAcknowledge."""
     bootstrap = broker.bootstrap
     group = prepared_group(bootstrap, topic_name, 6)
     topic_id = None
@@ -166,12 +166,12 @@ def test_members_fetching_in_turn_share_the_records(broker, topic_name):
         assert assigned["partitions"] == [0]
         topic_id = assigned["topic_id"]
     fetch = {"group_id": group, "share_session_epoch": 0, "max_wait_ms": 500, "min_bytes": 1,
-             "max_bytes": 1 << 20, "max_records": 3, "batch_size": 3,
+             "max_bytes": 1 << 20, "max_records": 3, "batch_size": 3, "share_acquire_mode": 1, "is_renew_ack": False,
              "topics": [{"topic_id": topic_id, "partitions": [{"partition_index": 0, "acknowledgement_batches": []}]}],
              "forgotten_topics_data": []}
     acquired = {}
     for member in ("member-a", "member-b"):
-        response = request(bootstrap, 78, 1, {**fetch, "member_id": member})
+        response = request(bootstrap, 78, 2, {**fetch, "member_id": member})
         assert response["error_code"] == 0 and response["acquisition_lock_timeout_ms"] == LOCK_MS
         (partition,) = response["responses"][0]["partitions"]
         acquired[member] = [(r["first_offset"], r["last_offset"], r["delivery_count"])

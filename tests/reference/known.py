@@ -55,6 +55,15 @@ KNOWN += [
 ]
 
 
+KNOWN += [
+    Known("share-fetch-v2-unknown-acquire-mode", r"^error_code$", "Kafka 4.4 fails a ShareFetch v2 with an unknown "
+          "ShareAcquireMode with UNKNOWN_SERVER_ERROR (the mode's lookup throws); odradek answers INVALID_REQUEST"),
+    Known("share-alter-offsets-negative", r"error_code$", "Kafka 4.4 stores a negative start offset given to "
+          "AlterShareGroupOffsets; odradek refuses it with INVALID_REQUEST (no offset is below 0, and -1 means "
+          "'not initialized' in the share coordinator's state)"),
+]
+
+
 def deliberate(scenario: str, path: str) -> str | None:
     """The reason a difference at ``path`` is deliberate, or None."""
     for known in KNOWN:

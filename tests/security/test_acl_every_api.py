@@ -15,7 +15,7 @@ from confluent_kafka.admin import NewTopic
 from odradek.protocol import codec
 from odradek.protocol.errors import ErrorCode
 from odradek.records.codec import build_batch
-from tests.interop.helpers import wait_closed
+from tests.interop.helpers import recv_exact, wait_closed
 from tests.security.test_acls import SecuredBroker
 
 TOPIC_DENIED = ErrorCode.TOPIC_AUTHORIZATION_FAILED
@@ -42,8 +42,9 @@ class Session:
 
     def call(self, api_key: int, version: int, body: dict) -> dict:
         self.send(api_key, version, body)
-        size = struct.unpack(">i", self.sock.recv(4, socket.MSG_WAITALL))[0]
-        return codec.decode_response(api_key, version, self.sock.recv(size, socket.MSG_WAITALL))[1]
+        # recv_exact: with a socket timeout, MSG_WAITALL may return a part of a response sent in pieces
+        size = struct.unpack(">i", recv_exact(self.sock, 4))[0]
+        return codec.decode_response(api_key, version, recv_exact(self.sock, size))[1]
 
     def close(self) -> None:
         self.sock.close()

@@ -14,8 +14,10 @@ Calls on one key run one after the other (a later write waits for the earlier on
 can never be overwritten by an older one that overtook it. Writes, initializations and deletions are retried
 while the coordinator is moving or loading (NOT_COORDINATOR, COORDINATOR_LOAD_IN_PROGRESS,
 COORDINATOR_NOT_AVAILABLE, unreachable), for at most `RETRY_FOR_S`, looking the coordinator up again each
-time: an acknowledgement waits through a failover of `__share_group_state` instead of being lost. Reads are
-not retried: the leader answers its fetch LEADER_NOT_AVAILABLE and reads again on the next one.
+time: an acknowledgement waits through a failover of `__share_group_state` instead of being lost. Summaries
+(the admin APIs' reads: AlterShareGroupOffsets, DescribeShareGroupOffsets) are retried the same way, so the
+first one in a cluster waits for `__share_group_state` to be created, as Kafka's persister waits for its
+share coordinator. Reads are not retried: the leader's fetch waits and reads again on the next one.
 
 Not thread-safe; owned by the event loop.
 """
@@ -83,7 +85,7 @@ class RemotePersister:
     def summary(self, key: StateKey) -> Future:
         return self._call(key, lambda: self.local.summary(key), ApiKey.READ_SHARE_GROUP_STATE_SUMMARY, 1,
                           {"partition": key[2], "leader_epoch": -1}, _summary_result,
-                          (ErrorCode.COORDINATOR_NOT_AVAILABLE, None), retry=False)
+                          (ErrorCode.COORDINATOR_NOT_AVAILABLE, None), retry=True)
 
     def write(self, key: StateKey, state_epoch: int, leader_epoch: int, start: int, runs: list[Run]) -> Future:
         body = {"partition": key[2], "state_epoch": state_epoch, "leader_epoch": leader_epoch, "start_offset": start,

@@ -173,7 +173,9 @@ class ShareCoordinator:
         old = self.states.get(key)
         if old is not None and state_epoch <= old.state_epoch:
             return _done(ErrorCode.FENCED_STATE_EPOCH)
-        state = self.states[key] = StoredState(state_epoch, old.leader_epoch if old else -1, start)
+        # the leader epoch starts again at 0, as Kafka's share coordinator initializes it (shown by
+        # DescribeShareGroupOffsets); the state epoch is what fences the leaders of the old state
+        state = self.states[key] = StoredState(state_epoch, 0, start)
         return self._store(key, state)
 
     def read(self, key: StateKey, leader_epoch: int) -> Future:

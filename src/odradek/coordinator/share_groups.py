@@ -555,12 +555,14 @@ class ShareGroupCoordinator:
         """Records of ``sp`` were just acquired: make sure a timer releases them when their locks run out."""
         self._arm_lock_timer(key, sp)
 
-    def acknowledge(self, group_id: str, member_id: str,
-                    partitions: list[tuple[bytes, int, list[dict]]]) -> tuple[dict[TopicPartition, int], list[Future]]:
+    def acknowledge(self, group_id: str, member_id: str, partitions: list[tuple[bytes, int, list[dict]]],
+                    renew: bool = False) -> tuple[dict[TopicPartition, int], list[Future]]:
         """Apply a request's acknowledgement batches ((topic id, partition, batches) with the wire fields
         first_offset, last_offset, acknowledge_types); returns the error code per partition and futures
-        done once the new states are durable."""
+        done once the new states are durable. ``renew`` (the request's IsRenewAck, v2) allows renew
+        acknowledgements, which restart the records' acquisition locks."""
         results: dict[TopicPartition, int] = {}
+        renew_until = self._now() + self.lock_duration_ms(group_id) if renew else None
         keys: list[StateKey] = []
         for topic_id, partition, batches in partitions:
             key = (group_id, topic_id, partition)
@@ -568,7 +570,8 @@ class ShareGroupCoordinator:
             code = ErrorCode.NONE
             for batch in batches:
                 result = ErrorCode.INVALID_RECORD_STATE if sp is None else sp.acknowledge(
-                    member_id, batch["first_offset"], batch["last_offset"], list(batch["acknowledge_types"]))
+                    member_id, batch["first_offset"], batch["last_offset"], list(batch["acknowledge_types"]),
+                    renew_until)
                 code = code or result
             results[(topic_id, partition)] = code
             if sp is not None:
@@ -620,11 +623,12 @@ class ShareGroupCoordinator:
         durable = {}
         for key in keys:
             sp = self.partitions.get(key)
-            if sp is None or not sp.dirty:
+            if sp is None or not sp.dirty or sp.untouched:
                 continue
             start, _, runs = sp.snapshot()
             state_epoch, leader_epoch = self.epochs.get(key, (0, -1))
             sp.dirty = False
+            sp.persisted = True
             written = durable[key] = self.persister.write(key, state_epoch, leader_epoch, start, runs)
             written.add_done_callback(lambda f, key=key, sp=sp: self._written(key, sp, f))
         return durable

@@ -38,7 +38,7 @@ from typing import Iterable
 from odradek.protocol.errors import ErrorCode
 
 AVAILABLE, ACQUIRED, ACKNOWLEDGED, ARCHIVED = 0, 1, 2, 4  # Kafka's RecordState ids
-ACK_GAP, ACK_ACCEPT, ACK_RELEASE, ACK_REJECT = 0, 1, 2, 3
+ACK_GAP, ACK_ACCEPT, ACK_RELEASE, ACK_REJECT, ACK_RENEW = 0, 1, 2, 3, 4  # renew: KIP-1222 (v2)
 FINISHED = (ACKNOWLEDGED, ARCHIVED)
 
 
@@ -67,7 +67,15 @@ class SharePartition:
         self.delivery_limit = delivery_limit
         self.max_in_flight = max_in_flight
         self.records: dict[int, InFlight] = {}
-        self.dirty = True  # a new partition's start must be stored, so a restart does not reset it
+        self.dirty = True  # a new partition's start is stored with its first delivery (see `untouched`)
+        self.persisted = False  # written to (or read from) the share coordinator at least once
+
+    @property
+    def untouched(self) -> bool:
+        """A window this leader opened (at `share.auto.offset.reset`) that has never held a record and was
+        never stored: as in Kafka, such a start is not written, so the partition stays uninitialized
+        (DescribeShareGroupOffsets: no start offset) until the group is first handed a record there."""
+        return not self.persisted and self.end == self.start
 
     # ----------------------------------------------------------------------------------------- reading
 
@@ -82,14 +90,18 @@ class SharePartition:
         return None
 
     def acquire(self, member: str, batches: Iterable[LogBatch], max_records: int, now_ms: int,
-                lock_ms: int) -> list[tuple[int, int, int]]:
+                lock_ms: int, whole_batches: bool = False) -> list[tuple[int, int, int]]:
         """Acquire for ``member`` up to ``max_records`` offsets of ``batches`` (what was read from the log, in
-        order) that are AVAILABLE or new; returns the acquired (first, last, delivery count) ranges."""
+        order) that are AVAILABLE or new; returns the acquired (first, last, delivery count) ranges.
+        ``whole_batches`` (ShareFetch's batch-optimized acquire mode, KIP-1206) lets the limit be exceeded to
+        finish the batch in which it was reached; otherwise it is exact (record-limit mode)."""
         acquired: list[tuple[int, int, int]] = []
         taken = 0
         for batch in batches:
+            if taken >= max_records:
+                break
             for offset in range(max(batch.first, self.start), batch.last + 1):
-                if taken >= max_records:
+                if taken >= max_records and not whole_batches:
                     break
                 if offset >= self.end:
                     if offset - self.start >= self.max_in_flight:
@@ -128,12 +140,16 @@ class SharePartition:
 
     # ----------------------------------------------------------------------------------------- acknowledging
 
-    def acknowledge(self, member: str, first: int, last: int, types: list[int]) -> int:
+    def acknowledge(self, member: str, first: int, last: int, types: list[int],
+                    renew_until_ms: int | None = None) -> int:
         """Apply one acknowledgement batch; an error code (nothing applied) when an offset is not held by
-        ``member`` or the types do not fit."""
+        ``member`` or the types do not fit. A renew (type 4) keeps the record acquired with its lock running
+        until ``renew_until_ms``; allowed only when that is given (the request said IsRenewAck)."""
         if last < first or not types or (len(types) != 1 and len(types) != last - first + 1):
             return ErrorCode.INVALID_REQUEST
-        if any(t not in (ACK_GAP, ACK_ACCEPT, ACK_RELEASE, ACK_REJECT) for t in types):
+        allowed = (ACK_GAP, ACK_ACCEPT, ACK_RELEASE, ACK_REJECT) if renew_until_ms is None else \
+            (ACK_GAP, ACK_ACCEPT, ACK_RELEASE, ACK_REJECT, ACK_RENEW)
+        if any(t not in allowed for t in types):
             return ErrorCode.INVALID_REQUEST
         for offset in range(first, last + 1):
             rec = self.records.get(offset)
@@ -146,6 +162,8 @@ class SharePartition:
                 self._finish(rec, ACKNOWLEDGED)
             elif kind == ACK_RELEASE:
                 self._release(rec)
+            elif kind == ACK_RENEW:
+                rec.lock_deadline_ms = max(rec.lock_deadline_ms, renew_until_ms or 0)
             else:  # reject, or a gap (an offset with no record for the client)
                 self._finish(rec, ARCHIVED)
         self._advance()
@@ -222,4 +240,5 @@ class SharePartition:
                 sp.records[offset] = InFlight(AVAILABLE if state == ACQUIRED else state, count)
         sp._advance()
         sp.dirty = False
+        sp.persisted = True
         return sp

@@ -1,11 +1,13 @@
-"""ShareFetch (key 78), version 1: records for a member of a share group (KIP-932).
+"""ShareFetch (key 78), versions 1-2: records for a member of a share group (KIP-932).
 
 The request works in the member's share session (coordinator/share_groups.py: epoch 0 opens it, -1 closes
 it, otherwise the next epoch; INVALID_SHARE_SESSION_EPOCH, SHARE_SESSION_NOT_FOUND), adds the partitions it
 names and drops the forgotten ones. Piggy-backed acknowledgements (not allowed when opening a session:
 INVALID_REQUEST) are applied first and made durable before the answer; each partition reports their
 outcome in `acknowledge_error_code` (INVALID_RECORD_STATE for a record the member does not hold).
-Closing the session releases whatever the member still holds and fetches nothing.
+Closing the session releases whatever the member still holds and fetches nothing. v2 (Kafka 4.2+) adds
+acquire modes (`share_acquire_mode`, KIP-1206: batch-optimized or record-limit) and renew
+acknowledgements (`is_renew_ack`, KIP-1222), both below.
 
 Then, per partition of the session, the group's delivery state (coordinator/share_partition.py) says where
 to read: the first released record, else the end of the in-flight window. The log is read as Fetch reads it
@@ -29,8 +31,16 @@ Errors per partition: UNKNOWN_TOPIC_ID, TOPIC_AUTHORIZATION_FAILED, NOT_LEADER_O
 leader in `current_leader` and `node_endpoints`, KIP-951, as Fetch does) and the other errors of a replica
 that cannot be read; top level: GROUP_AUTHORIZATION_FAILED, INVALID_REQUEST,
 UNKNOWN_MEMBER_ID, and the session errors.
-v0 (Kafka 4.0's early access) and v2 (acquire modes, renew acknowledgements) are not served. Gaps:
-`batch_size` is ignored (one acquired range per run of equal delivery counts); `min_bytes` counts as one record.
+v2 (Kafka 4.2+) adds `share_acquire_mode` (KIP-1206): 0, batch-optimized (v1's only mode), may exceed
+`max_records` to finish the batch in which the limit was reached; 1, record-limit, acquires at most
+`max_records`; another value is INVALID_REQUEST. And `is_renew_ack` (KIP-1222): the acknowledgements may
+hold renew (type 4), which restarts the records' acquisition locks; such a request only acknowledges (it
+must ask for nothing: max_wait_ms, min_bytes, max_bytes, max_records and batch_size all 0, else
+INVALID_REQUEST) and fetches nothing. A renew without `is_renew_ack` answers INVALID_REQUEST for its partition.
+v0 (Kafka 4.0's early access) is not served.
+
+Gaps: `batch_size` is ignored (one acquired range per run of equal delivery counts); `min_bytes` counts as one
+record.
 """
 
 import asyncio
@@ -49,8 +59,10 @@ from odradek.protocol.errors import ErrorCode
 from odradek.records.batch import iter_batches
 from odradek.storage.errors import OffsetOutOfRangeError
 
+PROVEN_BY = "interop and cluster suites, franz-go's share tests, differential suite"
 MAX_WAIT_CAP_MS = 30_000
 DEFAULT_MAX_RECORDS = 500
+BATCH_OPTIMIZED, RECORD_LIMIT = 0, 1  # ShareAcquireMode (v2)
 NO_LEADER = {"leader_id": -1, "leader_epoch": -1}
 
 
@@ -81,14 +93,29 @@ def refusal(ctx: RequestContext, request: dict) -> tuple[int, str | None] | None
     return None
 
 
-@handler(ApiKey.SHARE_FETCH, 1, 1)
+def _fetch_refusal(request: dict) -> str | None:
+    """Why a v2 request's acquire mode or renew flag make it INVALID_REQUEST, or None (v1 decodes the
+    defaults: batch-optimized, no renew)."""
+    if request["share_acquire_mode"] not in (BATCH_OPTIMIZED, RECORD_LIMIT):
+        return f"Unknown ShareAcquireMode {request['share_acquire_mode']}."
+    if request["is_renew_ack"] and any(request[f] for f in ("max_wait_ms", "min_bytes", "max_bytes", "max_records",
+                                                            "batch_size")):
+        return "A ShareFetch with renew acknowledgements cannot fetch: its fetch parameters must be 0."
+    return None
+
+
+@handler(ApiKey.SHARE_FETCH, 1, 2)
 async def share_fetch(ctx: RequestContext, request: dict) -> dict:
     group_id, member_id, epoch = request["group_id"], request["member_id"], request["share_session_epoch"]
     refused = refusal(ctx, request)
     if refused is not None:
         return _failed(*refused)
+    invalid = _fetch_refusal(request)
+    if invalid is not None:
+        return _failed(ErrorCode.INVALID_REQUEST, invalid)
     coordinator = ctx.broker.coordinator.share_groups
     acks = acknowledgements(request)
+    renew = bool(request["is_renew_ack"])
     if epoch == INITIAL_SESSION_EPOCH and acks:
         return _failed(ErrorCode.INVALID_REQUEST, "Acknowledgements are not allowed when opening a share session.")
     try:
@@ -102,12 +129,12 @@ async def share_fetch(ctx: RequestContext, request: dict) -> dict:
         for topic in request["topics"]:
             for part in topic["partitions"]:
                 session.partitions.add((topic["topic_id"], part["partition_index"]))
-    ack_results, durable = coordinator.acknowledge(group_id, member_id, acks)
+    ack_results, durable = coordinator.acknowledge(group_id, member_id, acks, renew=renew)
     entries: dict[tuple[bytes, int], dict] = {tp: _entry(tp[1], ack_error=code) for tp, code in ack_results.items()}
     leaders: set[int] = set()  # named in leader hints (KIP-951)
     if epoch == FINAL_SESSION_EPOCH:
         coordinator.release_member(group_id, member_id)
-    else:
+    elif not renew:
         max_wait_s = min(max(request["max_wait_ms"], 0), MAX_WAIT_CAP_MS) / 1000.0
         deadline = time.monotonic() + max_wait_s
         wanted = sorted(session.partitions)
@@ -148,6 +175,7 @@ def _acquire(ctx: RequestContext, group_id: str, member_id: str, wanted: list[tu
     lock_ms = coordinator.lock_duration_ms(group_id)
     remaining_bytes = min(request["max_bytes"], broker.config.int("fetch.max.bytes"))
     max_records = request["max_records"] if request["max_records"] > 0 else DEFAULT_MAX_RECORDS
+    whole_batches = request["share_acquire_mode"] == BATCH_OPTIMIZED
     now = coordinator.scheduler.now_ms()
     taken = 0
     total_bytes = 0
@@ -183,7 +211,7 @@ def _acquire(ctx: RequestContext, group_id: str, member_id: str, wanted: list[tu
         except ShareError:  # its state is still being read from the share coordinator: wait for it
             continue
         sp.move_start(plog.log_start_offset)
-        if sp.dirty:  # a new window (or the log start moved): stored at once, so a failover keeps its start
+        if sp.dirty:  # the log start moved: stored at once (a window that never held a record is not)
             coordinator.store([key])
         start = sp.next_fetch_offset()
         upper = plog.last_stable_offset if read_committed else plog.high_watermark
@@ -201,7 +229,7 @@ def _acquire(ctx: RequestContext, group_id: str, member_id: str, wanted: list[tu
                 t.producer_id == header.producer_id and t.first_offset <= header.base_offset <= t.last_offset
                 for t in aborted))
             spans.append((pos, header.size, LogBatch(header.base_offset, header.last_offset, skip)))
-        acquired = sp.acquire(member_id, [s[2] for s in spans], max_records - taken, now, lock_ms)
+        acquired = sp.acquire(member_id, [s[2] for s in spans], max_records - taken, now, lock_ms, whole_batches)
         if sp.dirty:  # a new window or archived records: stored, not waited for (a crash delivers again)
             coordinator.store([key])
         if not acquired:

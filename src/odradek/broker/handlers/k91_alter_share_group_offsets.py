@@ -8,7 +8,9 @@ session there). As in Kafka 4.2+, a group that does not exist yet is created emp
 before first use. Top-level errors: INVALID_GROUP_ID, GROUP_AUTHORIZATION_FAILED (READ on the group),
 NOT_COORDINATOR, GROUP_ID_NOT_FOUND (a classic or consumer group has the id), NON_EMPTY_GROUP (it has
 members). Per partition: TOPIC_AUTHORIZATION_FAILED (READ on the topic), UNKNOWN_TOPIC_OR_PARTITION,
-INVALID_REQUEST (a negative offset), and the share coordinator's errors.
+INVALID_REQUEST (a negative offset: Kafka 4.4 stores it, a deliberate difference), and the share
+coordinator's errors. In a cluster the first call waits for `__share_group_state` to be created and its share
+coordinators to be known (for at most 20 s), as Kafka's persister waits for its share coordinator.
 Gaps: the start offset is not checked against the log (Kafka neither: a start past the end waits for it).
 """
 
@@ -22,6 +24,7 @@ from odradek.coordinator.share_groups import ShareGroup
 from odradek.protocol.api_keys import ApiKey
 from odradek.protocol.errors import ErrorCode
 
+PROVEN_BY = "interop and cluster suites, franz-go's share tests, differential suite"
 ZERO_UUID = bytes(16)
 
 
