@@ -452,7 +452,8 @@ def run_soak(config: SoakConfig, work_dir: Path, log: Callable[[str], None] = pr
         bootstrap = soak.bootstrap
         producer = IdempotentWorkload(bootstrap, source, PARTITIONS, run_s).start()
         workloads.append(producer)
-        loop = TransformLoop(bootstrap, source, sink, PARTITIONS, f"{run}-ctp", f"{run}-txn").start()
+        loop = TransformLoop(bootstrap, source, sink, PARTITIONS, f"{run}-ctp", f"{run}-txn",
+                             debug_log=work_dir / "librdkafka-txn.log").start()
         workloads.append(loop)
         group = GroupWorkload(bootstrap, source, PARTITIONS, f"{run}-group", run_s).start()
         workloads.append(group)
@@ -558,6 +559,8 @@ def _one_fault(soak: SoakCluster, kind: str, rng: random.Random, progress: Progr
     recovered = ", ".join(f"{n} {v:.1f} s" if v is not None else f"{n} STUCK" for n, v in record.recovery_s.items())
     log(f"           healed; progress after the heal: {recovered}; whole after "
         f"{record.healthy_s if record.healthy_s is None else round(record.healthy_s, 1)} s")
+    for failure in record.failures:
+        log(f"           FAILED: {failure}")
     return record
 
 
