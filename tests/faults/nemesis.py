@@ -29,7 +29,10 @@ its full ISR, then a few quiet seconds, before the next fault.
   + election (5 s: the controller sees the expiry, elects leaders, sends LeaderAndIsr/UpdateMetadata)
   + metadata refresh (1 s: librdkafka's and the Java client's retry.backoff.max.ms after a leader error)
   + request timeout (30 s: librdkafka's and the Java client's request.timeout.ms, for a request sent into a
-                     paused or cut-off broker before the heal, which the client must time out and resend)
+                     paused or cut-off broker before the heal, which the client must time out and resend;
+                     the transactional loop sets librdkafka's socket.timeout.ms, what its coordinator
+                     requests wait, to the same 30 s, and gives up a transactional call that librdkafka never
+                     returns 25 + 5 s after it began, making a new producer: soak_workloads.TransformLoop)
   + load margin (8 s: broker start-up and scheduling on a 2-core machine shared with ZooKeeper, a JVM
                  client and the Python clients)
   = 50 s.
