@@ -608,7 +608,9 @@ def _finish(soak: SoakCluster, result: SoakResult, producer: IdempotentWorkload,
             result.safety.append(f"{workload.name}: check failed: {exc!r}")
     result.counts = {"acknowledged": producer.ledger.count(), "transactions committed": loop.committed,
                      "transactions aborted": len(loop.aborted_txns),
-                     "records given to the group": group.progress()}
+                     "records given to the group": group.progress(),
+                     # librdkafka's send_offsets_to_transaction blocked for good (#5456/#5511): producer made anew
+                     "loop producers abandoned": len(loop.blocked_calls)}
     java = next((w for w in workloads if isinstance(w, JavaProducer)), None)
     if java is not None:
         result.counts["Java acknowledged"] = java.ledger.count()

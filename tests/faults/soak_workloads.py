@@ -132,6 +132,7 @@ class TransformLoop(Workload):
         self.aborted_txns: set[int] = set()
         self.errors: list[str] = []  # fatal errors (each made the producer anew)
         self.abandoned: list[Producer] = []  # producers left with a call blocked for good (kept referenced)
+        self.blocked_calls: list[str] = []  # which call of each abandoned producer
         self._txn = 0
         self._stop = threading.Event()
         self._lock = threading.Lock()
@@ -266,9 +267,11 @@ class TransformLoop(Workload):
         fences the old one and settles its open transaction), read again from the committed offsets. An
         abandoned producer (a call of it blocked for good) is left as it is: closing it would block too."""
         with self._lock:
-            self.errors.append(message)
-            if abandon:
+            if abandon:  # librdkafka's defect, not a fatal error: counted, not a failure (class docstring)
                 self.abandoned.append(self._producer)
+                self.blocked_calls.append(message)
+            else:
+                self.errors.append(message)
             # the outcome of the open transaction is unknown: its outputs may stay; the check allows either
         try:
             self._producer = self._new_producer()
