@@ -53,7 +53,7 @@ cluster: venv bytecode system-deps
 
 # The JUnit report feeds docs/compatibility.md: `make compat` after a test run.
 test: install reference spark-packages bytecode
-	$(PY) -m pytest -q -n 2 --dist loadgroup --no-loadscope-reorder --durations=30 --junitxml=build/junit.xml -m "not soak"
+	$(PY) -m pytest -q -n 2 --dist loadgroup --no-loadscope-reorder --durations=30 --junitxml=build/junit.xml
 
 compat: venv
 	$(PY) tools/gen_compat.py --junit build/junit.xml
@@ -85,7 +85,7 @@ soak: venv bytecode system-deps reference
 	$(PY) bench/soak.py --minutes $(SOAK_MINUTES) $(if $(SOAK_SEED),--seed $(SOAK_SEED)) \
 		$(if $(filter-out 0,$(SOAK_KAFKA_MINUTES)),--kafka --kafka-minutes $(SOAK_KAFKA_MINUTES))
 
-# The short soak (one fault of each kind, ~4 min), out of `make test` until its liveness check holds every run.
+# The short soak alone (one fault of each kind, ~4 min; `make test` runs it too, on one worker while the other runs the rest).
 soak-short: venv bytecode system-deps
 	$(PY) -m pytest -q -m soak tests/faults/test_soak_short.py
 

@@ -29,7 +29,10 @@ its full ISR, then a few quiet seconds, before the next fault.
   + election (5 s: the controller sees the expiry, elects leaders, sends LeaderAndIsr/UpdateMetadata)
   + metadata refresh (1 s: librdkafka's and the Java client's retry.backoff.max.ms after a leader error)
   + request timeout (30 s: librdkafka's and the Java client's request.timeout.ms, for a request sent into a
-                     paused or cut-off broker before the heal, which the client must time out and resend)
+                     paused or cut-off broker before the heal, which the client must time out and resend;
+                     the transactional loop sets librdkafka's socket.timeout.ms, what its coordinator
+                     requests wait, to the same 30 s, and gives up a transactional call that librdkafka never
+                     returns 25 + 5 s after it began, making a new producer: soak_workloads.TransformLoop)
   + load margin (8 s: broker start-up and scheduling on a 2-core machine shared with ZooKeeper, a JVM
                  client and the Python clients)
   = 50 s.
@@ -452,7 +455,8 @@ def run_soak(config: SoakConfig, work_dir: Path, log: Callable[[str], None] = pr
         bootstrap = soak.bootstrap
         producer = IdempotentWorkload(bootstrap, source, PARTITIONS, run_s).start()
         workloads.append(producer)
-        loop = TransformLoop(bootstrap, source, sink, PARTITIONS, f"{run}-ctp", f"{run}-txn").start()
+        loop = TransformLoop(bootstrap, source, sink, PARTITIONS, f"{run}-ctp", f"{run}-txn",
+                             debug_log=work_dir / "librdkafka-txn.log").start()
         workloads.append(loop)
         group = GroupWorkload(bootstrap, source, PARTITIONS, f"{run}-group", run_s).start()
         workloads.append(group)
@@ -558,6 +562,8 @@ def _one_fault(soak: SoakCluster, kind: str, rng: random.Random, progress: Progr
     recovered = ", ".join(f"{n} {v:.1f} s" if v is not None else f"{n} STUCK" for n, v in record.recovery_s.items())
     log(f"           healed; progress after the heal: {recovered}; whole after "
         f"{record.healthy_s if record.healthy_s is None else round(record.healthy_s, 1)} s")
+    for failure in record.failures:
+        log(f"           FAILED: {failure}")
     return record
 
 
@@ -602,7 +608,9 @@ def _finish(soak: SoakCluster, result: SoakResult, producer: IdempotentWorkload,
             result.safety.append(f"{workload.name}: check failed: {exc!r}")
     result.counts = {"acknowledged": producer.ledger.count(), "transactions committed": loop.committed,
                      "transactions aborted": len(loop.aborted_txns),
-                     "records given to the group": group.progress()}
+                     "records given to the group": group.progress(),
+                     # librdkafka's send_offsets_to_transaction blocked for good (#5456/#5511): producer made anew
+                     "loop producers abandoned": len(loop.blocked_calls)}
     java = next((w for w in workloads if isinstance(w, JavaProducer)), None)
     if java is not None:
         result.counts["Java acknowledged"] = java.ledger.count()

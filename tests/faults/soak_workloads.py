@@ -39,6 +39,13 @@ ABORT_EVERY = 7  # the transform loop aborts every 7th transaction on purpose
 PRODUCER_INTERVAL_S = 0.01  # about 100 records a second: enough to see every stall, light on 2 cores
 JAVA_INTERVAL_MS = 20
 END_TXN_TIMEOUT_S = 60.0  # a commit or abort retried this long is given up (and the producer made anew)
+REQUEST_TIMEOUT_MS = 30_000  # the request timeout of the liveness deadline's derivation (nemesis.py)
+TXN_CALL_S = 25.0  # the timeout given to each send_offsets/commit/abort call
+TXN_CALL_MARGIN_S = 5.0  # a call not back this long after its own timeout is blocked for good (see TransformLoop)
+
+
+class BlockedCall(Exception):
+    """A librdkafka transactional call that did not return within its own timeout (and a margin)."""
 
 
 class Workload:
@@ -95,14 +102,37 @@ class IdempotentWorkload(Workload):
 
 
 class TransformLoop(Workload):
+    """The consume-transform-produce loop, doing what librdkafka documents for each error of its transactional
+    calls: abortable (`txn_requires_abort`) -> abort_transaction and read again from the committed offsets;
+    retriable -> call again (commit and abort resume the operation under way); fatal -> a new producer.
+
+    One more rule, for a librdkafka defect: `send_offsets_to_transaction` waits for its result without a
+    timeout (rd_kafka_txn_op_req1 with RD_POLL_INFINITE; its timeout is checked only when an answer arrives),
+    and its TxnOffsetCommit goes through librdkafka's coordinator-request machinery, whose own timeout is
+    never checked (librdkafka issue #5456, open in 2.16) and which, when the cached group coordinator is a
+    broker gone from Metadata (librdkafka 2.x decommissions such a broker and ends its thread), waits for a
+    state change of that broker that never comes (issue #5511, open). A broker leaves Metadata when it dies,
+    stops, is paused or is cut off past its session: the soak's faults, on odradek and on Apache Kafka alike
+    (a Kafka 4.4 run hung the same way after kill -9). The call then never returns (seen in the soak with gdb:
+    the application thread in rd_kafka_send_offsets_to_transaction -> rd_kafka_txn_op_req0 -> cnd_wait).
+    An application cannot cancel it; what it can do is what this loop does: run each transactional call on
+    a thread of its own, and when one is not back TXN_CALL_MARGIN_S after its own timeout, abandon that
+    producer and make a new one with the same transactional.id, whose InitProducerId bumps the epoch,
+    fences the old producer and aborts its open transaction (what `_fatal` does)."""
+
     name = "transactional loop"
 
-    def __init__(self, bootstrap: str, source: str, sink: str, partitions: int, group: str, txn_id: str) -> None:
+    def __init__(self, bootstrap: str, source: str, sink: str, partitions: int, group: str, txn_id: str,
+                 debug_log: Path | None = None) -> None:
         self.bootstrap, self.source, self.sink, self.partitions = bootstrap, source, sink, partitions
+        # librdkafka's own account of the transactions (debug=eos,protocol,broker,topic) for a stall's cause
+        self._debug = open(debug_log, "a", buffering=1) if debug_log is not None else None
         self.group, self.txn_id = group, txn_id
         self.committed = 0  # transactions committed (the progress counter)
         self.aborted_txns: set[int] = set()
         self.errors: list[str] = []  # fatal errors (each made the producer anew)
+        self.abandoned: list[Producer] = []  # producers left with a call blocked for good (kept referenced)
+        self.blocked_calls: list[str] = []  # which call of each abandoned producer
         self._txn = 0
         self._stop = threading.Event()
         self._lock = threading.Lock()
@@ -114,11 +144,23 @@ class TransformLoop(Workload):
         self._producer = self._new_producer()
 
     def _new_producer(self) -> Producer:
-        producer = Producer({"bootstrap.servers": self.bootstrap, "transactional.id": self.txn_id,
-                             "broker.address.family": "v4", "linger.ms": 5, "transaction.timeout.ms": 60_000,
-                             "log_level": 3})
+        config: dict[str, Any] = {
+            "bootstrap.servers": self.bootstrap, "transactional.id": self.txn_id, "broker.address.family": "v4",
+            "linger.ms": 5, "transaction.timeout.ms": 60_000, "log_level": 3,
+            # librdkafka times out a request to a coordinator (TxnOffsetCommit, AddOffsetsToTxn, EndTxn) after
+            # socket.timeout.ms, 60 s by default, not request.timeout.ms: a request sent into a paused broker
+            # would alone outlast the liveness deadline. 30 s is the deadline's request timeout (nemesis.py).
+            "socket.timeout.ms": int(REQUEST_TIMEOUT_MS)}
+        if self._debug is not None:
+            config.update({"debug": "eos,protocol,broker,topic", "log_level": 7, "logger": self})
+        producer = Producer(config)
         producer.init_transactions(END_TXN_TIMEOUT_S)
         return producer
+
+    def log(self, level: int, fmt: str, *args: Any) -> None:
+        """confluent-kafka's `logger` interface (librdkafka's log lines, on its threads): into the debug file."""
+        if self._debug is not None:
+            self._debug.write(f"{time.time():.3f} {fmt % args}\n")
 
     def start(self) -> "TransformLoop":
         self._consumer.subscribe([self.source])
@@ -148,13 +190,20 @@ class TransformLoop(Workload):
                 self._producer.produce(self.sink, key=m.key(), value=m.value() + f"@{txn}".encode(),
                                        partition=m.partition())
                 offsets[m.partition()] = m.offset() + 1
-            self._producer.send_offsets_to_transaction(
-                [TopicPartition(self.source, p, o) for p, o in offsets.items()],
-                self._consumer.consumer_group_metadata(), 60)
+            positions = [TopicPartition(self.source, p, o) for p, o in offsets.items()]
+            group_metadata = self._consumer.consumer_group_metadata()
+            producer = self._producer
+
+            def send_offsets_to_transaction(timeout: float) -> None:
+                producer.send_offsets_to_transaction(positions, group_metadata, timeout)
+            self._end(send_offsets_to_transaction)
             if not abort:
                 self._end(self._producer.commit_transaction)
                 self.committed += 1
                 return
+        except BlockedCall as exc:
+            self._fatal(f"transaction {txn}: {exc}", abandon=True)
+            return
         except KafkaException as exc:
             error = exc.args[0]
             if not error.txn_requires_abort():
@@ -167,27 +216,62 @@ class TransformLoop(Workload):
             # AddPartitionsToTxn is answered and fail fatally (librdkafka issue #4849; see checker.py)
             self._producer.flush(60)
             self._end(self._producer.abort_transaction)
+        except BlockedCall as exc:
+            self._fatal(f"abort of transaction {txn}: {exc}", abandon=True)
+            return
         except KafkaException as exc:
             self._fatal(f"abort of transaction {txn}: {exc.args[0]}")
             return
         self._rewind()
 
     def _end(self, end_transaction: Any) -> None:
-        """Commit or abort, again after each retriable error, for at most END_TXN_TIMEOUT_S."""
+        """Send the offsets, commit or abort, again after each retriable error, for at most END_TXN_TIMEOUT_S;
+        BlockedCall where one call does not come back (see the class docstring).
+
+        As librdkafka documents: a retriable error of commit_transaction or abort_transaction (a timeout above
+        all) leaves the operation running in the background, and calling the same function again resumes it;
+        a retriable error of send_offsets_to_transaction may be retried."""
         deadline = time.monotonic() + END_TXN_TIMEOUT_S
         while True:
             try:
-                end_transaction(max(1.0, min(30.0, deadline - time.monotonic())))
+                self._bounded(end_transaction, max(1.0, min(TXN_CALL_S, deadline - time.monotonic())))
                 return
             except KafkaException as exc:
                 if not exc.args[0].retriable() or time.monotonic() >= deadline or self._stop.is_set():
                     raise
 
-    def _fatal(self, message: str) -> None:
+    @staticmethod
+    def _bounded(call: Any, timeout: float) -> None:
+        """call(timeout) on a thread of its own; its exception raised here; BlockedCall if it is not back
+        TXN_CALL_MARGIN_S after its timeout (the thread is then left blocked, with the producer it uses)."""
+        outcome: list[BaseException | None] = []
+
+        def run() -> None:
+            try:
+                call(timeout)
+                outcome.append(None)
+            except BaseException as exc:  # noqa: BLE001 - handed to the caller's thread
+                outcome.append(exc)
+
+        thread = threading.Thread(target=run, name="transform-loop-call", daemon=True)
+        thread.start()
+        thread.join(timeout + TXN_CALL_MARGIN_S)
+        if not outcome:
+            raise BlockedCall(f"{getattr(call, '__name__', 'transactional call')} not back "
+                              f"{TXN_CALL_MARGIN_S:.0f} s after its {timeout:.0f} s timeout")
+        if outcome[0] is not None:
+            raise outcome[0]
+
+    def _fatal(self, message: str, abandon: bool = False) -> None:
         """What an application does with a producer it cannot use: record why, make it anew (init_transactions
-        fences the old one and settles its open transaction), read again from the committed offsets."""
+        fences the old one and settles its open transaction), read again from the committed offsets. An
+        abandoned producer (a call of it blocked for good) is left as it is: closing it would block too."""
         with self._lock:
-            self.errors.append(message)
+            if abandon:  # librdkafka's defect, not a fatal error: counted, not a failure (class docstring)
+                self.abandoned.append(self._producer)
+                self.blocked_calls.append(message)
+            else:
+                self.errors.append(message)
             # the outcome of the open transaction is unknown: its outputs may stay; the check allows either
         try:
             self._producer = self._new_producer()
