@@ -53,6 +53,8 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 TopicPartition = tuple[str, int]
+# a group-config change sent on to a coordinator that is not there yet is tried again this long
+GROUP_CONFIGS_FORWARD_S, GROUP_CONFIGS_FORWARD_BACKOFF_S = 10.0, 0.2
 GROUP_RESOURCE, GROUP_CONFIG_SOURCE = 32, 8  # DescribeConfigs: the GROUP resource type, a value set for a group
 # the client id purpose of the inter-broker requests that carry group configs: their receiver never sends
 # them on again (broker-N-group-configs)
@@ -326,7 +328,18 @@ class Broker:
 
     async def alter_group_configs_at_coordinator(self, resource: dict, validate_only: bool) -> tuple[int, str | None]:
         """IncrementalAlterConfigs of one GROUP resource sent on to the group's coordinator (another broker):
-        group configs are the cluster's, changeable through any broker, and kept where the group lives."""
+        group configs are the cluster's, changeable through any broker, and kept where the group lives. While
+        the group has no coordinator yet (``__consumer_offsets`` being created, a leader being elected) it is
+        asked again for up to GROUP_CONFIGS_FORWARD_S, as Kafka's brokers take the change at once: a client
+        (franz-go's admin, say) does not retry a resource's COORDINATOR_NOT_AVAILABLE."""
+        deadline = time.monotonic() + GROUP_CONFIGS_FORWARD_S
+        while True:
+            error, message = await self._forward_group_configs(resource, validate_only)
+            if error != ErrorCode.COORDINATOR_NOT_AVAILABLE or time.monotonic() >= deadline:
+                return error, message
+            await asyncio.sleep(GROUP_CONFIGS_FORWARD_BACKOFF_S)
+
+    async def _forward_group_configs(self, resource: dict, validate_only: bool) -> tuple[int, str | None]:
         node = self.coordinator_node(False, resource["resource_name"])
         client = self.cluster.client_for(node.node_id, GROUP_CONFIGS_CLIENT) \
             if node is not None and node.node_id != self.node_id else None
@@ -338,7 +351,7 @@ class Broker:
         except (ConnectionError, asyncio.TimeoutError):
             return ErrorCode.COORDINATOR_NOT_AVAILABLE, "The group's coordinator did not answer."
         (answer,) = response["responses"]
-        if answer["error_code"] == ErrorCode.NOT_COORDINATOR:  # it moved meanwhile: the client retries
+        if answer["error_code"] in (ErrorCode.NOT_COORDINATOR, ErrorCode.COORDINATOR_LOAD_IN_PROGRESS):
             return ErrorCode.COORDINATOR_NOT_AVAILABLE, "The group's coordinator moved."
         return answer["error_code"], answer["error_message"]
 

@@ -63,7 +63,8 @@ def _one_of(*choices: str) -> Callable[[str], bool]:
 
 
 def _positive_int(v: str) -> bool:
-    return v.isdigit() and int(v) > 0
+    # Kafka's INT: at most 2^31-1 (and a bounded length before int(), which refuses 4300+ digits)
+    return v.isascii() and v.isdigit() and len(v) <= 10 and 0 < int(v) < 2**31
 
 
 BY_DURATION = "by_duration:"
