@@ -162,6 +162,17 @@ class TransformLoop(Workload):
         if self._debug is not None:
             self._debug.write(f"{time.time():.3f} {fmt % args}\n")
 
+    def _drain_logs(self, producer: Producer) -> None:
+        """Deliver librdkafka's queued log lines to `log`. confluent-kafka hands a `logger` its lines only from
+        poll() (it routes librdkafka's log to the poll queue), and a transactional call does not poll while it
+        waits for librdkafka's main thread: without this, the debug log falls silent exactly while a call is
+        blocked (and its timestamps are when a line was delivered, not when it was written). The abandoned
+        producers are polled too, so what their main thread does afterwards is still recorded."""
+        if self._debug is None:
+            return
+        for each in (producer, *self.abandoned):
+            each.poll(0)
+
     def start(self) -> "TransformLoop":
         self._consumer.subscribe([self.source])
         self._thread.start()
@@ -240,11 +251,12 @@ class TransformLoop(Workload):
                 if not exc.args[0].retriable() or time.monotonic() >= deadline or self._stop.is_set():
                     raise
 
-    @staticmethod
-    def _bounded(call: Any, timeout: float) -> None:
+    def _bounded(self, call: Any, timeout: float) -> None:
         """call(timeout) on a thread of its own; its exception raised here; BlockedCall if it is not back
-        TXN_CALL_MARGIN_S after its timeout (the thread is then left blocked, with the producer it uses)."""
+        TXN_CALL_MARGIN_S after its timeout (the thread is then left blocked, with the producer it uses).
+        While it waits, this thread polls the producers for the debug log (see `_drain_logs`)."""
         outcome: list[BaseException | None] = []
+        producer = self._producer
 
         def run() -> None:
             try:
@@ -255,7 +267,10 @@ class TransformLoop(Workload):
 
         thread = threading.Thread(target=run, name="transform-loop-call", daemon=True)
         thread.start()
-        thread.join(timeout + TXN_CALL_MARGIN_S)
+        give_up = time.monotonic() + timeout + TXN_CALL_MARGIN_S
+        while thread.is_alive() and time.monotonic() < give_up:
+            thread.join(0.2)
+            self._drain_logs(producer)
         if not outcome:
             raise BlockedCall(f"{getattr(call, '__name__', 'transactional call')} not back "
                               f"{TXN_CALL_MARGIN_S:.0f} s after its {timeout:.0f} s timeout")
