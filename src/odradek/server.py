@@ -124,6 +124,20 @@ async def serve(broker: Broker, tls: dict[str, TlsListener], sasl: dict[str, Sas
         await metrics_server.start()
     servers = []
     kafka07 = Kafka07Server(broker, broker.listeners.legacy07, memory) if broker.listeners.legacy07 else None
+
+    async def close_serving() -> None:
+        """Close the listeners' servers, the 0.7 server and the metrics server (startup failure or shutdown)."""
+        for server in servers:
+            server.close()
+        for conn in list(connections):
+            conn.close()
+        for server in servers:
+            await server.wait_closed()
+        if kafka07 is not None:
+            await kafka07.close()
+        if metrics_server is not None:
+            await metrics_server.close()
+
     try:
         if kafka07 is not None:  # the Kafka 0.7 protocol: a server of its own (legacy07/)
             await kafka07.start()
@@ -138,12 +152,7 @@ async def serve(broker: Broker, tls: dict[str, TlsListener], sasl: dict[str, Sas
                                                     listener.port, reuse_address=True, backlog=1024, ssl=context,
                                                     **tls_options))
     except OSError:
-        for server in servers:
-            server.close()
-        if kafka07 is not None:
-            await kafka07.close()
-        if metrics_server is not None:
-            await metrics_server.close()
+        await close_serving()
         raise
     stop = asyncio.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):
@@ -156,12 +165,7 @@ async def serve(broker: Broker, tls: dict[str, TlsListener], sasl: dict[str, Sas
             await kafka07.register()
     except Exception as exc:
         log.error("cannot join the cluster: %s", exc)
-        for server in servers:
-            server.close()
-        if kafka07 is not None:
-            await kafka07.close()
-        if metrics_server is not None:
-            await metrics_server.close()
+        await close_serving()
         broker.close()
         raise
     for listener, address in zip(broker.listeners.bind, bound):
@@ -206,14 +210,5 @@ async def serve(broker: Broker, tls: dict[str, TlsListener], sasl: dict[str, Sas
         if sweep_task is not None:
             sweep_task.cancel()
         await broker.shutdown()  # cluster mode: leadership moves away first (controlled shutdown)
-        for server in servers:
-            server.close()
-        for conn in list(connections):
-            conn.close()
-        for server in servers:
-            await server.wait_closed()
-        if kafka07 is not None:
-            await kafka07.close()
-        if metrics_server is not None:
-            await metrics_server.close()
+        await close_serving()
         broker.close()

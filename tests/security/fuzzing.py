@@ -49,6 +49,7 @@ from typing import Callable, Iterable
 
 from odradek.legacy07 import codec as codec07
 from odradek.protocol import codec
+from odradek.protocol.compiler import encode_uvarint
 
 API_VERSIONS, SASL_HANDSHAKE, SASL_AUTHENTICATE = 18, 17, 36
 SASL, KAFKA07 = "sasl", "kafka07"
@@ -70,15 +71,6 @@ MAX_READ = 16 << 20  # bytes read back from one case at most (a FETCH answer fro
 
 # -- the corpus: frames as typed fields -------------------------------------------------------------------
 
-def uvarint(n: int) -> bytes:
-    out = bytearray()
-    while n >= 0x80:
-        out.append((n & 0x7F) | 0x80)
-        n >>= 7
-    out.append(n)
-    return bytes(out)
-
-
 @dataclass(frozen=True)
 class Field:
     """One field of a frame. ``kind`` says how ``data`` goes on the wire:
@@ -97,7 +89,7 @@ class Field:
         if self.kind in ("bytes32", "messages07"):
             return struct.pack(">i", len(self.data)) + self.data
         if self.kind == "compact":
-            return uvarint(len(self.data) + 1) + self.data
+            return encode_uvarint(len(self.data) + 1) + self.data
         if self.kind == "tags":
             return b"\x00" + self.data
         raise ValueError(f"unknown field kind {self.kind}")
@@ -255,8 +247,8 @@ def _length_lie(rng: random.Random, f: Field) -> tuple[Field, str]:
         value = rng.choice((-1, -2, -0x80000000, 0x7FFFFFFF, 100 << 20, n + 1, max(n - 1, 0), 0))
         return Field("fixed", struct.pack(">i", value) + f.data), f"int32 length {value} (is {n})"
     if f.kind == "compact":
-        lie = rng.choice(UVARINT_LIES + (uvarint(n + 2), uvarint(n), uvarint(1)))
-        return Field("fixed", lie + f.data), f"compact length varint {lie.hex()} (is {uvarint(n + 1).hex()})"
+        lie = rng.choice(UVARINT_LIES + (encode_uvarint(n + 2), encode_uvarint(n), encode_uvarint(1)))
+        return Field("fixed", lie + f.data), f"compact length varint {lie.hex()} (is {encode_uvarint(n + 1).hex()})"
     lie = rng.choice(UVARINT_LIES[1:] + (b"\x01", b"\x02\x00\x05"))  # tags
     return Field("fixed", lie), f"tag count varint {lie.hex()}"
 

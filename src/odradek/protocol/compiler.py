@@ -38,8 +38,8 @@ class UnsupportedVersionError(ProtocolError):
 _UV = [bytes((i,)) for i in range(128)]
 
 
-def _uvarint(n):
-    """Encode an unsigned varint."""
+def encode_uvarint(n: int) -> bytes:
+    """Encode an unsigned varint (the generated encoders call it as ``_uvarint``)."""
     if n < 0x80:
         return _UV[n]
     out = bytearray()
@@ -104,7 +104,7 @@ _FIXED = {
 }
 
 _BASE_NS = {
-    "_uvarint": _uvarint, "_uvarint_cont": _uvarint_cont, "_read_uvarint": _read_uvarint,
+    "_uvarint": encode_uvarint, "_uvarint_cont": _uvarint_cont, "_read_uvarint": _read_uvarint,
     "skip_tags": skip_tags, "_UV": _UV, "DecodeError": DecodeError, "EncodeError": EncodeError,
     "_null_error": _null_error, "_bad_length": _bad_length,
     "_unpack_from": _struct.unpack_from, "_pack": _struct.pack,
