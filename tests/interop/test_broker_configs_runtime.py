@@ -47,12 +47,12 @@ def alter_broker(bootstrap: str, resource: str, changes: dict[str, str | None]) 
     admin.incremental_alter_configs([target])[target].result(timeout=15)
 
 
-def produce_one(bootstrap: str, topic: str, size: int) -> KafkaError | None:
+def produce_one(bootstrap: str, topic: str, size: int, partition: int = 0) -> KafkaError | None:
     """One record of ``size`` bytes; the delivery error, or None when it was written."""
     reports: list[KafkaError | None] = []
     producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 0, "message.max.bytes": 10_000_000,
                          "retries": 0, "message.timeout.ms": 15000})
-    producer.produce(topic, b"x" * size, on_delivery=lambda err, _msg: reports.append(err))
+    producer.produce(topic, b"x" * size, partition=partition, on_delivery=lambda err, _msg: reports.append(err))
     producer.flush(20)
     assert len(reports) == 1, "no delivery report"
     return reports[0]
