@@ -205,6 +205,35 @@ def test_certificates_are_reloaded_without_a_restart(tmp_path, ca, tls_broker, t
     assert broker.is_running()
 
 
+@pytest.mark.timeout(90)
+def test_keystore_changed_by_a_dynamic_broker_config(tmp_path, ca, tls_broker, topic_name):
+    """A keystore rotation as `kafka-configs --entity-type brokers --alter --add-config
+    listener.name.ssl.ssl.keystore.location=...` does it: new handshakes get the new certificate at once, with
+    no restart; a keystore that does not load leaves the one in use (the broker keeps serving)."""
+    from tests.interop.test_broker_configs_runtime import alter_broker
+
+    broker, secure = tls_broker({"node.id": "1"})
+    old_ca_file = ca.truststore(tmp_path / "old-ca.pem")
+    AdminClient(ssl_config(secure, old_ca_file)).list_topics(timeout=10)
+    new_ca = TestCA("the rotated CA")
+    new_ca_file = new_ca.truststore(tmp_path / "new-ca.pem")
+    rotated = new_ca.issue("broker", server=True).keystore(tmp_path / "rotated.pem")
+    alter_broker(broker.bootstrap, "1", {"listener.name.ssl.ssl.keystore.location": str(rotated)})
+    AdminClient(ssl_config(secure, new_ca_file)).list_topics(timeout=10)
+    with pytest.raises(KafkaException):
+        AdminClient(ssl_config(secure, old_ca_file)).list_topics(timeout=3)
+    # hostile: a path that does not exist, then a file that is no keystore: the rotated certificate stays
+    (tmp_path / "garbage.pem").write_bytes(b"-----BEGIN NOTHING-----\n\x00\xff\n")
+    for bad in (str(tmp_path / "missing.pem"), str(tmp_path / "garbage.pem"), ""):
+        alter_broker(broker.bootstrap, "1", {"listener.name.ssl.ssl.keystore.location": bad})
+        AdminClient(ssl_config(secure, new_ca_file)).list_topics(timeout=10)
+    produce(ssl_config(secure, new_ca_file), topic_name, 20)
+    # deleted: back to the static keystore, the first CA's certificate
+    alter_broker(broker.bootstrap, "1", {"listener.name.ssl.ssl.keystore.location": None})
+    AdminClient(ssl_config(secure, old_ca_file)).list_topics(timeout=10)
+    assert broker.is_running()
+
+
 @pytest.mark.timeout(60)
 def test_an_encrypted_key_needs_its_password(tmp_path, ca):
     key_password = "s3cret"
