@@ -13,7 +13,8 @@ Applied without a restart:
 - the connection limits `max.connections`, `max.connections.per.ip`, `max.connections.per.ip.overrides`
   (the next connection accepted; open ones stay), through the hooks the listeners register;
 - a TLS listener's keystore and truststore (`listener.name.L.ssl.keystore.location`, ...): new handshakes use
-  the new certificate (net/tls.py `TlsListener.reconfigure`);
+  the new certificate (net/tls.py `TlsListener.reconfigure`; a keystore that does not load is refused before
+  it is stored, broker/topic_configs.py);
 - in a cluster, `follower.replication.throttled.rate` (cluster/member.py).
 Kafka's other dynamic configs (thread pool sizes, `max.connection.creation.rate`, the local retention of
 tiered storage, ...) are stored and described but change nothing here: odradek has no such setting.

@@ -120,6 +120,17 @@ def _load_truststore(ctx: ssl.SSLContext, settings: TlsSettings, listener: str) 
             from None
 
 
+def keystore_problem(keystore: str, key_password: str | None) -> str | None:
+    """Why a keystore given at run time (a dynamic broker config) would not load, or None: Kafka refuses such a
+    change rather than keep serving an old certificate it was told to drop."""
+    try:
+        ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER).load_cert_chain(keystore, password=key_password)
+    except (OSError, ssl.SSLError) as exc:
+        return f"cannot load {keystore}: {exc.strerror or exc}" if isinstance(exc, OSError) else \
+            f"cannot load {keystore}: {exc.reason or exc}"
+    return None
+
+
 class AlertingSSLObject(ssl.SSLObject):
     """An SSLObject whose failed handshake still sends its alert.
 
