@@ -242,8 +242,8 @@ def _produce(ctx: RequestContext, request: dict, checked: dict[tuple[str, int], 
         denied = refused or (None if name is None or ctx.allowed(Op.WRITE, Res.TOPIC, name)
                              else ErrorCode.TOPIC_AUTHORIZATION_FAILED)
         for part in topic["partition_data"]:
-            if name is None:
-                result = _result(part["index"], ErrorCode.UNKNOWN_TOPIC_ID)
+            if name is None:  # a refused transactional id answers every partition, known or not, as in Kafka
+                result = _result(part["index"], refused or ErrorCode.UNKNOWN_TOPIC_ID)
             elif denied:
                 result = _result(part["index"], denied)
             elif acks not in (0, 1, -1):
