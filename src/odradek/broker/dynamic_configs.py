@@ -71,5 +71,12 @@ def apply(broker: "Broker", defaults: dict[str, str], own: dict[str, str]) -> No
             hook(live)
         except Exception:  # one listener's trouble must not stop the others from taking the change
             log.exception("applying dynamic broker configs failed")
-    log.info("dynamic broker configs in force: %s", ", ".join(f"{k}={v}" for k, v in sorted({**defaults, **own}.items())
-                                                              if not k.endswith("password")) or "none")
+    log.info("dynamic broker configs in force: %s",
+             ", ".join(f"{k}={_shown(k, v)}" for k, v in sorted({**defaults, **own}.items())) or "none")
+
+
+def _shown(name: str, value: str) -> str:
+    """A value for the log: Kafka's own non-secret configs as they are; passwords, JAAS texts and names Kafka
+    does not know (which DescribeConfigs treats as secrets) hidden."""
+    return value if name in DYNAMIC_TYPES or name.endswith(("ssl.keystore.location", "ssl.truststore.location")) \
+        else "(hidden)"
