@@ -499,6 +499,35 @@ class BrokerConfig:
             raise ConfigError(f"invalid value {value!r} for {key}")
         self._parsed[key] = parsed
 
+    def with_dynamic(self, dynamic: dict[str, str], accepted: Callable[[str], bool]) -> "BrokerConfig":
+        """These properties as changed at run time by ``dynamic`` (Kafka's dynamic broker configs, per-broker over
+        cluster-wide already merged): a copy in which each name ``accepted`` takes that value over the static one.
+        ``raw`` stays the static properties (DescribeConfigs' STATIC_BROKER_CONFIG). A value this broker cannot
+        take (within Kafka's range but not odradek's) is logged and the static one kept."""
+        merged = BrokerConfig()
+        merged.raw = self.raw
+        merged._parsed = dict(self._parsed)
+        merged._listener_overrides = dict(self._listener_overrides)
+        for key, value in dynamic.items():
+            listener_key = _listener_override(key)
+            if not accepted(listener_key[1] if listener_key else key):
+                continue
+            prop = BROKER_PROPERTIES.get(listener_key[1] if listener_key else key)
+            if prop is None:
+                continue
+            try:
+                parsed = prop.parse(value.strip())
+            except (ConfigError, ValueError):
+                parsed = None
+            if parsed is None or not prop.check(parsed):
+                log.warning("dynamic broker config %s=%r not applied: out of odradek's range", key, value)
+                continue
+            if listener_key is not None:
+                merged._listener_overrides[listener_key] = parsed
+            else:
+                merged._parsed[key] = parsed
+        return merged
+
     def get(self, key: str) -> object:
         if key in self._parsed:
             return self._parsed[key]

@@ -66,6 +66,9 @@ def run_broker(config: BrokerConfig, data_dir: Path, listen: tuple[str, int] | N
                 if b.uses_sasl}
         # other brokers are let in whatever max.connections says (cluster mode only: a single node has none)
         limits = ConnectionLimits(config, listeners.inter_broker if config.get("zookeeper.connect") else None)
+        # dynamic broker configs (broker/dynamic_configs.py) reach the connection limits and the TLS listeners
+        broker.reconfigure_hooks.append(limits.reconfigure)
+        broker.reconfigure_hooks.extend(listener.reconfigure for listener in tls.values())
     except (ClusterError, ConfigError) as exc:
         print(f"odradek: configuration error: {exc}", file=sys.stderr)
         return 2

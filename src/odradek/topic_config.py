@@ -79,9 +79,10 @@ class TopicConfig:
 # Topic-level configs: name -> its check and its documentation.
 TOPIC_CONFIGS: dict[str, TopicConfig] = {
     "cleanup.policy": TopicConfig(
-        lambda v: set(v.replace(" ", "").split(",")) <= {"delete", "compact"} and v != "",
+        lambda v: v.strip() == "" or set(v.replace(" ", "").split(",")) <= {"delete", "compact"},
         "What becomes of old records: delete drops segments past retention, compact keeps the newest record of "
-        "each key; a comma-separated list, both allowed."),
+        "each key; a comma-separated list, both allowed, or empty for neither (every record kept), as Kafka 4 "
+        "takes it (an IncrementalAlterConfigs SUBTRACT of the last policy leaves it empty)."),
     # "producer": batches are stored as produced; a codec: batches in another one are recompressed
     "compression.type": TopicConfig(
         lambda v: v == "producer" or v in COMPRESSION_TYPES,

@@ -5,7 +5,8 @@
 * a broker's dynamic configs are stored in ZooKeeper (/config/brokers/<id>, /config/brokers/<default>),
   described by that broker as DYNAMIC_BROKER_CONFIG / DYNAMIC_DEFAULT_BROKER_CONFIG, and refused for
   another broker's id (Kafka answers for its own id only: a client sends a broker's configs to it);
-* kafka-reassign-partitions --verify's cleanup (DELETE of the three throttles on every broker) succeeds.
+* kafka-reassign-partitions --verify's cleanup (DELETE of the three throttles on every broker) succeeds;
+* a cluster-wide dynamic default set through one broker is applied by another without a restart.
 """
 
 from __future__ import annotations
@@ -17,12 +18,12 @@ from kazoo.client import KazooClient
 
 from odradek.protocol.api_keys import ApiKey
 from odradek.protocol.errors import ErrorCode
-from tests.cluster.common import REPLICATED
+from tests.cluster.common import REPLICATED, create_topic
 from tests.interop.helpers import wait_until
 from odradek.protocol import codec
 from tests.interop.test_broker_semantics import connect, read_frame, request
 
-GROUP, BROKER = 32, 4
+GROUP, BROKER, TOPIC = 32, 4, 2
 SET, DELETE = 0, 1
 THROTTLES = ("leader.replication.throttled.rate", "follower.replication.throttled.rate",
              "replica.alter.log.dirs.io.max.bytes.per.second")
@@ -127,3 +128,29 @@ def test_broker_configs_stored_in_zookeeper(cluster_factory):
     assert alter(b2, BROKER, "", dict.fromkeys(THROTTLES))["error_code"] == 0
     after = described(b2, BROKER, "2", ["follower.replication.throttled.rate", "log.cleaner.backoff.ms"])
     assert after["follower.replication.throttled.rate"][1] != 2 and after["log.cleaner.backoff.ms"] == ("20000", 2)
+
+
+@pytest.mark.timeout(240)
+def test_dynamic_default_reaches_every_broker(cluster_factory, topic_name):
+    """`message.max.bytes` set for every broker (`<default>`) through broker 1 is applied by broker 3 without a
+    restart (the /config/changes notification, as Kafka's ZooKeeper mode told its brokers), and its deletion
+    through broker 2 too."""
+    from tests.interop.test_broker_configs_runtime import produce_one, too_large
+
+    cluster = cluster_factory(3, settings=REPLICATED).start()
+    cluster.wait_ready()
+    create_topic(cluster, topic_name, partitions=3, replication=1, **{"min.insync.replicas": "1"})
+    on_3 = [p for p in range(3) if cluster.partition_state(topic_name, p).leader == 3]
+    assert on_3, "no partition led by broker 3"
+    b3 = cluster.broker(3).bootstrap
+
+    def refused_on_3() -> bool:
+        return too_large(produce_one(b3, topic_name, 5000, partition=on_3[0]))
+
+    assert produce_one(b3, topic_name, 5000, partition=on_3[0]) is None
+    assert alter(cluster.broker(1).bootstrap, BROKER, "", {"message.max.bytes": "2000"})["error_code"] == 0
+    wait_until(refused_on_3, timeout=30, interval=0.2, message="broker 3 applying message.max.bytes=2000")
+    assert described(b3, BROKER, "", ["message.max.bytes"]) == {"message.max.bytes": ("2000", 3)}
+    assert described(b3, TOPIC, topic_name, ["max.message.bytes"]) == {"max.message.bytes": ("2000", 3)}
+    assert alter(cluster.broker(2).bootstrap, BROKER, "", {"message.max.bytes": None})["error_code"] == 0
+    wait_until(lambda: not refused_on_3(), timeout=30, interval=0.2, message="broker 3 back to the static limit")

@@ -96,3 +96,58 @@ def test_broker_configs_survive_a_restart(broker_factory):
     assert body["responses"][0]["error_code"] == 0
     own = {c["name"] for c in describe(b.bootstrap, "1", None)["configs"] if c["config_source"] == 2}
     assert own == {"log.cleaner.backoff.ms"}
+
+
+@pytest.mark.timeout(120)
+def test_dynamic_values_odradek_cannot_take_leave_it_serving(broker_factory, topic_name):
+    """Values Kafka stores that odradek cannot apply (outside its own ranges, overrides that do not parse, a
+    keystore on a listener without TLS): stored, the static value kept in force, the broker serving."""
+    from tests.interop.helpers import roundtrip
+    from tests.interop.test_broker_configs_runtime import produce_one, too_large
+    from tests.interop.test_broker_semantics import create_topic
+
+    b = broker_factory({"node.id": "1"})
+    create_topic(b.bootstrap, topic_name)
+    odd = [("max.connections.per.ip.overrides", "not-a-host-count,::,x:y"), ("log.segment.bytes", "14"),
+           ("log.cleaner.io.max.bytes.per.second", "-1e308"), ("listener.name.plaintext.ssl.keystore.location",
+                                                               "/no/such/keystore.pem"),
+           ("log.retention.ms", "-1"), ("producer.id.expiration.ms", "1"), ("log.cleanup.policy", "")]
+    for name, value in odd:
+        answer = alter(b.bootstrap, "1", [(name, SET, value)])
+        assert answer["error_code"] in (0, ErrorCode.INVALID_REQUEST), (name, answer)
+        roundtrip(b.bootstrap, topic_name, count=2)
+    # message.max.bytes=0 refuses every record until deleted, and never takes the broker down
+    assert alter(b.bootstrap, "", [("message.max.bytes", SET, "0")])["error_code"] == 0
+    assert too_large(produce_one(b.bootstrap, topic_name, 10))
+    assert alter(b.bootstrap, "", [("message.max.bytes", DELETE, None)])["error_code"] == 0
+    assert alter(b.bootstrap, "1", [(name, DELETE, None) for name, _ in odd])["error_code"] == 0
+    roundtrip(b.bootstrap, topic_name, count=2)
+    assert b.is_running()
+
+
+@pytest.mark.timeout(120)
+def test_produce_v13_with_hostile_topic_ids(broker_factory, topic_name):
+    """Produce v13 names topics by id: unknown, zero and random ids get UNKNOWN_TOPIC_ID per partition, next to a
+    known id in the same request, which is written; nothing crashes or closes the connection."""
+    from tests.interop.helpers import record_batch
+    from tests.interop.test_broker_semantics import create_topic
+
+    b = broker_factory({"node.id": "1"})
+    create_topic(b.bootstrap, topic_name, partitions=2)
+    metadata = request(b.bootstrap, ApiKey.METADATA, 12, {"topics": [{"name": topic_name, "topic_id": bytes(16)}],
+                                                           "allow_auto_topic_creation": False,
+                                                           "include_topic_authorized_operations": False})
+    known = metadata["topics"][0]["topic_id"]
+    rng = random.Random(13)
+    ids = [known, bytes(16), b"\xff" * 16, *(rng.randbytes(16) for _ in range(100)), known]
+    body = request(b.bootstrap, ApiKey.PRODUCE, 13, {"transactional_id": None, "acks": -1, "timeout_ms": 5000,
+                                                      "topic_data": [{"name": "", "topic_id": tid, "partition_data": [
+                                                          {"index": 2 if i == len(ids) - 1 else i % 2, "records": record_batch([b"v"])}]}
+                                                          for i, tid in enumerate(ids)]})
+    answers = [(t["topic_id"], p["index"], p["error_code"]) for t in body["responses"] for p in t["partition_responses"]]
+    assert len(answers) == len(ids)
+    assert answers[0] == (known, 0, 0)
+    assert all(code == ErrorCode.UNKNOWN_TOPIC_ID for tid, _, code in answers[1:-1]), answers[1:5]
+    # the last entry names the known topic again, partition 2 of 2: no such partition
+    assert answers[-1][0] == known and answers[-1][2] == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+    assert b.is_running()

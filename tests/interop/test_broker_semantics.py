@@ -179,7 +179,7 @@ def test_fetch_v13_by_topic_id_and_unknown_id(broker, topic_name):
 def test_api_versions_advertise_implemented_ranges(broker):
     response = request(broker.bootstrap, 18, 3, {"client_software_name": "odradek-test", "client_software_version": "1"})
     ranges = {k["api_key"]: (k["min_version"], k["max_version"]) for k in response["api_keys"]}
-    assert ranges[0] == (0, 12) and ranges[1] == (0, 17) and ranges[2] == (0, 9) and ranges[3] == (0, 13)
+    assert ranges[0] == (0, 13) and ranges[1] == (0, 17) and ranges[2] == (0, 11) and ranges[3] == (0, 13)
     assert ranges[18] == (0, 4) and ranges[19] == (0, 7) and ranges[20] == (0, 6)
     # transactions v2 (KIP-890) and the consumer group protocol (KIP-848): the features current clients look for
     assert response["finalized_features"] == [

@@ -127,6 +127,7 @@ def secured_odradek(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Broker
 @pytest.fixture(scope="module")
 def odradek(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
     broker = BrokerProcess(tmp_path_factory.mktemp("odradek-reference") / "data", ODRADEK_SETTINGS)
+    broker.args += ["--advertise", broker.bootstrap]  # Kafka's advertised.listeners is set too: both static
     broker.start()
     yield broker
     broker.stop()

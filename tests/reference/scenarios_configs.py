@@ -12,8 +12,8 @@ from __future__ import annotations
 from typing import Callable
 
 from .differential import Body, Call, Ctx, Scenario
-from .scenarios import (ALTER_CONFIGS, BROKER, DESCRIBE_CONFIGS, INCREMENTAL_ALTER_CONFIGS, TOPIC, config_table,
-                        create_topic)
+from .scenarios import (ALTER_CONFIGS, BROKER, DESCRIBE_CONFIGS, INCREMENTAL_ALTER_CONFIGS, LIST_OFFSETS, PRODUCE,
+                        TOPIC, config_table, create_topic, filled_topic, list_offsets_body, produce_body)
 
 SET, DELETE, APPEND, SUBTRACT = 0, 1, 2, 3
 THROTTLES = ("leader.replication.throttled.rate", "follower.replication.throttled.rate",
@@ -145,4 +145,91 @@ TOPIC_SYNONYM_SCENARIOS = [
     for label, configs in (("defaults", None), ("overrides", OVERRIDES)) for synonyms in (False, True)
 ]
 
-SCENARIOS_CONFIGS = [*BROKER_CONFIG_SCENARIOS, *TOPIC_SYNONYM_SCENARIOS]
+
+
+def listeners_shape(c: Ctx, r: Body) -> Body:
+    """`listeners` / `advertised.listeners`: whether each is set (the addresses differ), its source, read-only flag
+    and its synonyms' names and sources (Kafka runs with both properties set, odradek with --listen and the
+    advertised address given: both static)."""
+    out = {}
+    for cfg in r["results"][0]["configs"]:
+        out[cfg["name"]] = {"set": bool(cfg["value"]), "source": cfg["config_source"], "read_only": cfg["read_only"],
+                            "synonyms": [(s["name"], s["source"]) for s in cfg["synonyms"]]}
+    return {"error_code": r["results"][0]["error_code"], "configs": out}
+
+
+def log_dirs_shape(c: Ctx, r: Body) -> Body:
+    """DescribeLogDirs of the scenario's topic: the directory's error and cordoned flag, the partition's lag and
+    future flag (paths and sizes differ)."""
+    return {"error_code": r["error_code"], "dirs": [
+        {"error_code": d["error_code"], "is_cordoned": d.get("is_cordoned"),
+         "partitions": [(t["name"].replace(c.prefix, "{p}"), p["partition_index"], p["offset_lag"], p["is_future_key"])
+                        for t in d["topics"] for p in t["partitions"]]} for d in r["results"]]}
+
+
+def own_topics_listed(c: Ctx, r: Body) -> Body:
+    """ListConfigResources: the error and the scenario's own resources (the rest of each cluster differs)."""
+    return {"error_code": r["error_code"], "mine": sorted((x["resource_name"].replace(c.prefix, "{p}"),
+                                                            x.get("resource_type"))
+                                                           for x in r["config_resources"]
+                                                           if x["resource_name"].startswith(c.prefix))}
+
+
+def topic_resource(c: Ctx) -> str:
+    return c.topic()
+
+
+def _accepted(r: Body) -> bool:
+    return r["responses"][0]["error_code"] == 0
+
+
+EARLIEST_PENDING_UPLOAD = -6  # ListOffsets v11 (KIP-1023)
+DESCRIBE_LOG_DIRS, ALTER_REPLICA_LOG_DIRS, LIST_CONFIG_RESOURCES = 35, 34, 74
+
+# issue 40 item 8: list configs emptied by SUBTRACT, a cluster-wide dynamic default behind a topic config, the
+# listeners as DescribeConfigs lists them, and the API versions kafka-python reads a broker's release from
+ISSUE_40_SCENARIOS = [
+    S("broker-configs-describe-listeners", (),
+      Call(DESCRIBE_CONFIGS, describe(BROKER, own_id, ["listeners", "advertised.listeners"], True)),
+      project=listeners_shape),
+    S("topic-configs-subtract-empties-cleanup-policy", create_topic(configs={"cleanup.policy": "delete"}),
+      Call(INCREMENTAL_ALTER_CONFIGS, incremental([("cleanup.policy", SUBTRACT, "delete")], topic_resource,
+                                                  validate_only=False, kind=TOPIC))),
+    S("topic-configs-subtract-emptied-then-described",
+      (*create_topic(configs={"cleanup.policy": "delete"}),
+       Call(INCREMENTAL_ALTER_CONFIGS, incremental([("cleanup.policy", SUBTRACT, "delete")], topic_resource,
+                                                   validate_only=False, kind=TOPIC), until=_accepted)),
+      Call(DESCRIBE_CONFIGS, describe(TOPIC, topic_resource, ["cleanup.policy"], True)), project=with_synonyms),
+    S("topic-configs-set-empty-cleanup-policy", create_topic(),
+      Call(INCREMENTAL_ALTER_CONFIGS, incremental([("cleanup.policy", SET, "")], topic_resource, kind=TOPIC))),
+    S("broker-configs-subtract-empties-log-cleanup-policy", (),
+      Call(INCREMENTAL_ALTER_CONFIGS, incremental([("log.cleanup.policy", SUBTRACT, "delete")]))),
+    S("broker-configs-set-empty-log-cleanup-policy", (),
+      Call(INCREMENTAL_ALTER_CONFIGS, incremental([("log.cleanup.policy", SET, "")]))),
+    # a cluster-wide default at Kafka's own value (so no other scenario sees a different setting), then a
+    # topic without an override: its value comes from the dynamic default, listed first among its synonyms
+    S("topic-configs-behind-dynamic-default",
+      (*create_topic(),
+       Call(INCREMENTAL_ALTER_CONFIGS, incremental([("log.cleaner.min.compaction.lag.ms", SET, "0")], lambda c: "",
+                                                   validate_only=False), until=_accepted),
+       Call(DESCRIBE_CONFIGS, describe(TOPIC, topic_resource, ["min.compaction.lag.ms"], False),
+            until=lambda r: r["results"][0]["configs"][0]["config_source"] == 3)),
+      Call(DESCRIBE_CONFIGS, describe(TOPIC, topic_resource, ["min.compaction.lag.ms"], True)), project=with_synonyms),
+    S("list-offsets-earliest-pending-upload-empty", create_topic(),
+      Call(LIST_OFFSETS, list_offsets_body(EARLIEST_PENDING_UPLOAD), version=11)),
+    S("list-offsets-earliest-pending-upload-filled", filled_topic(),
+      Call(LIST_OFFSETS, list_offsets_body(EARLIEST_PENDING_UPLOAD), version=11)),
+    S("list-offsets-v10-latest-filled", filled_topic(), Call(LIST_OFFSETS, list_offsets_body(-1), version=10)),
+    S("produce-v13-unknown-topic-id", (), Call(PRODUCE, produce_body(), version=13)),
+    S("produce-v13-by-topic-id", create_topic(), Call(PRODUCE, produce_body(), version=13)),
+    S("describe-log-dirs-v5-topic", filled_topic(),
+      Call(DESCRIBE_LOG_DIRS, lambda c: {"topics": [{"topic": c.topic(), "partitions": [0]}]}, version=5),
+      project=log_dirs_shape),
+    S("alter-replica-log-dirs-unknown-dir", create_topic(),
+      Call(ALTER_REPLICA_LOG_DIRS, lambda c: {"dirs": [{"path": "/no/such/log/dir", "topics": [
+          {"name": c.topic(), "partitions": [0]}]}]})),
+    S("list-config-resources-topics", create_topic(),
+      Call(LIST_CONFIG_RESOURCES, {"resource_types": [TOPIC]}, version=1), project=own_topics_listed),
+]
+
+SCENARIOS_CONFIGS = [*BROKER_CONFIG_SCENARIOS, *TOPIC_SYNONYM_SCENARIOS, *ISSUE_40_SCENARIOS]

@@ -205,6 +205,54 @@ def test_certificates_are_reloaded_without_a_restart(tmp_path, ca, tls_broker, t
     assert broker.is_running()
 
 
+@pytest.mark.timeout(90)
+def test_keystore_changed_by_a_dynamic_broker_config(tmp_path, ca, tls_broker, topic_name):
+    """A keystore rotation as `kafka-configs --entity-type brokers --alter --add-config
+    listener.name.ssl.ssl.keystore.location=...` does it: new handshakes get the new certificate at once, with
+    no restart; a keystore that does not load leaves the one in use (the broker keeps serving)."""
+    from odradek.protocol.errors import ErrorCode
+    from tests.interop.test_broker_configs_hostile import SET, alter
+    from tests.interop.test_broker_configs_runtime import alter_broker
+
+    broker, secure = tls_broker({"node.id": "1"})
+    old_ca_file = ca.truststore(tmp_path / "old-ca.pem")
+    AdminClient(ssl_config(secure, old_ca_file)).list_topics(timeout=10)
+    new_ca = TestCA("the rotated CA")
+    new_ca_file = new_ca.truststore(tmp_path / "new-ca.pem")
+    rotated = new_ca.issue("broker", server=True).keystore(tmp_path / "rotated.pem")
+    alter_broker(broker.bootstrap, "1", {"listener.name.ssl.ssl.keystore.location": str(rotated)})
+    AdminClient(ssl_config(secure, new_ca_file)).list_topics(timeout=10)
+    with pytest.raises(KafkaException):
+        AdminClient(ssl_config(secure, old_ca_file)).list_topics(timeout=3)
+    # hostile: a path that does not exist, a file that is no keystore, a key password that does not open the key:
+    # refused as Kafka refuses them (INVALID_REQUEST), the rotated certificate served on
+    (tmp_path / "garbage.pem").write_bytes(b"-----BEGIN NOTHING-----\n\x00\xff\n")
+    encrypted = new_ca.issue("broker", server=True).keystore(tmp_path / "encrypted.pem", password=b"right")
+    for changes in ({"listener.name.ssl.ssl.keystore.location": str(tmp_path / "missing.pem")},
+                    {"listener.name.ssl.ssl.keystore.location": str(tmp_path / "garbage.pem")},
+                    {"listener.name.SSL.ssl.keystore.location": str(tmp_path / "garbage.pem")},
+                    {"listener.name.ssl.ssl.keystore.location": str(encrypted),
+                     "listener.name.ssl.ssl.key.password": "wrong"},
+                    {"listener.name.ssl.ssl.keystore.location": str(encrypted)}):
+        answer = alter(broker.bootstrap, "1", [(k, SET, v) for k, v in changes.items()])
+        assert answer["error_code"] == ErrorCode.INVALID_REQUEST, (changes, answer)
+        assert answer["error_message"].startswith("Validation of dynamic config update of SSLFactory failed")
+        AdminClient(ssl_config(secure, new_ca_file)).list_topics(timeout=10)
+    # a listener without TLS has no keystore to check, as in Kafka: stored, nothing changes
+    assert alter(broker.bootstrap, "1", [("listener.name.plaintext.ssl.keystore.location", SET, "/none")])[
+        "error_code"] == 0
+    # the encrypted keystore with its password: taken
+    alter_broker(broker.bootstrap, "1", {"listener.name.ssl.ssl.keystore.location": str(encrypted),
+                                         "listener.name.ssl.ssl.key.password": "right"})
+    AdminClient(ssl_config(secure, new_ca_file)).list_topics(timeout=10)
+    produce(ssl_config(secure, new_ca_file), topic_name, 20)
+    # deleted: back to the static keystore, the first CA's certificate
+    alter_broker(broker.bootstrap, "1", {"listener.name.ssl.ssl.keystore.location": None,
+                                         "listener.name.ssl.ssl.key.password": None})
+    AdminClient(ssl_config(secure, old_ca_file)).list_topics(timeout=10)
+    assert broker.is_running()
+
+
 @pytest.mark.timeout(60)
 def test_an_encrypted_key_needs_its_password(tmp_path, ca):
     key_password = "s3cret"

@@ -169,7 +169,8 @@ def _value_problem(name: str, value: str) -> str | None:
         if value.lower() not in ("true", "false"):
             return "Expected value to be either true or false"
     elif isinstance(bound, tuple):
-        items = [v.strip() for v in value.split(",")] if kind == LIST else [value]
+        # an empty list is a list (Kafka stores `log.cleanup.policy=` as SUBTRACT leaves it)
+        items = ([v.strip() for v in value.split(",")] if value else []) if kind == LIST else [value]
         if any(item not in bound for item in items):
             return f"String must be one of: {', '.join(bound)}"
     return None

@@ -29,7 +29,8 @@ from odradek.cluster.replica_manager import ReplicaManager
 from odradek.cluster.topics import Topic
 from odradek.config import BrokerConfig
 from odradek.topic_config import log_config_for
-from odradek.storage.cleaner import CleanerConfig
+from odradek.broker import dynamic_configs
+from odradek.broker.dynamic_configs import cleaner_config_of
 from odradek.coordinator import OFFSETS_TOPIC, Coordinator, internal_topics, on_demand_topics
 from odradek.coordinator.persistence import OffsetsTopicLog
 from odradek.coordinator.placement import partition_for
@@ -95,17 +96,18 @@ class Broker:
         self.knows_cluster = False
         self._cluster_known = asyncio.Event()
         data_dir.mkdir(parents=True, exist_ok=True)
-        # Broker properties are fixed for the life of the process, so the topic defaults derived from them are
-        # computed once; each topic's merged configs are cached until its overrides change (the produce path
-        # reads them for every partition of every request).
+        # The topic defaults derived from the broker properties are computed once, and again when a dynamic
+        # broker config changes them; each topic's merged configs are cached until its overrides or the
+        # defaults change (the produce path reads them for every partition of every request).
         self.topic_defaults = config.topic_defaults()
         self._effective_configs: dict[str, tuple[dict[str, str], dict[str, str]]] = {}
         self.metadata = MetadataCache()
-        self.logs = LogManager(data_dir, log_config_for(self.topic_defaults), cleaner_config=CleanerConfig(
-            enable=bool(config.get("log.cleaner.enable")), threads=config.int("log.cleaner.threads"),
-            dedupe_buffer_size=config.int("log.cleaner.dedupe.buffer.size"),
-            io_max_bytes_per_second=float(config.get("log.cleaner.io.max.bytes.per.second")),  # type: ignore[arg-type]
-            backoff_ms=config.int("log.cleaner.backoff.ms")))
+        self.logs = LogManager(data_dir, log_config_for(self.topic_defaults), cleaner_config=cleaner_config_of(config))
+        # Kafka's dynamic broker configs (broker/dynamic_configs.py): the stored ones as (cluster-wide defaults,
+        # this broker's own), the properties with them applied, and what else takes them (the listeners)
+        self.dynamic_broker_configs: tuple[dict[str, str], dict[str, str]] = ({}, {})
+        self.live_config = config
+        self.reconfigure_hooks: list[Callable[[BrokerConfig], None]] = []
         self.logs.producer_id_expiration_ms = config.int("producer.id.expiration.ms")
         self.logs.drop_behind_bytes = config.int("log.page.cache.drop.behind.bytes")
         self.replicas = ReplicaManager(self.node_id, data_dir, self.logs, self.metadata, self.log_config,
@@ -259,6 +261,14 @@ class Broker:
         if cached is None or cached[0] is not topic.configs:
             cached = self._effective_configs[topic.name] = (topic.configs, {**self.topic_defaults, **topic.configs})
         return cached[1]
+
+    def forget_effective_configs(self) -> None:
+        """The topic defaults changed (a dynamic broker config): every topic's merged configs are made again."""
+        self._effective_configs.clear()
+
+    def apply_dynamic_configs(self, defaults: dict[str, str], own: dict[str, str]) -> None:
+        """The dynamic broker configs stored now (cluster-wide and this broker's): applied at once."""
+        dynamic_configs.apply(self, defaults, own)
 
     def log_config(self, topic_name: str) -> LogConfig:
         topic = self.metadata.topic(topic_name)

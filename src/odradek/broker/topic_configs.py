@@ -22,6 +22,7 @@ from odradek.broker.context import RequestContext
 from odradek.broker.core import GROUP_CONFIGS_CLIENT
 from odradek.cluster.admin import AdminError
 from odradek.config import BROKER_PROPERTIES
+from odradek.net.tls import keystore_problem
 from odradek.security.authorizer import CLUSTER_NAME, Operation, ResourceType
 from odradek.topic_config import validate_topic_config
 from odradek.protocol.errors import ErrorCode
@@ -107,7 +108,7 @@ async def apply_broker_configs(ctx: RequestContext, resource_name: str, changes:
     current = {name: str(ctx.broker.config.get(name)) for name in broker_configs.RESIZABLE_POOLS
                if name in BROKER_PROPERTIES}  # the pools' sizes now: static, then dynamic
     current.update(await current_broker_values(ctx))
-    problem = broker_configs.check_changes(changes, broker_id is None, current)
+    problem = broker_configs.check_changes(changes, broker_id is None, current) or _keystore_problem(ctx, changes)
     if problem is not None:
         return problem
     if validate_only:
@@ -117,6 +118,25 @@ async def apply_broker_configs(ctx: RequestContext, resource_name: str, changes:
     except AdminError as exc:
         return exc.error_code, exc.message
     return ErrorCode.NONE, None
+
+
+def _keystore_problem(ctx: RequestContext, changes: dict[str, str | None]) -> tuple[int, str] | None:
+    """A new keystore for one of this broker's TLS listeners (`listener.name.L.ssl.keystore.location`, or its
+    key's password) must load, as Kafka checks it before it takes the change; other listeners have none to
+    check, as in Kafka."""
+    tls_listeners = {b.name for b in ctx.broker.listeners.bind if b.uses_tls}
+    for listener in tls_listeners:
+        prefix = f"listener.name.{listener.lower()}."
+        given = {name[len(prefix):]: value for name, value in changes.items() if name.lower().startswith(prefix)}
+        if given.get("ssl.keystore.location") is None and given.get("ssl.key.password") is None:
+            continue
+        config = ctx.broker.live_config
+        keystore = given.get("ssl.keystore.location") or str(config.for_listener(listener, "ssl.keystore.location"))
+        password = given.get("ssl.key.password") or config.for_listener(listener, "ssl.key.password") or None
+        problem = keystore_problem(keystore.strip(), password) if keystore.strip() else None
+        if problem is not None:
+            return ErrorCode.INVALID_REQUEST, f"Validation of dynamic config update of SSLFactory failed: {problem}"
+    return None
 
 
 async def current_broker_values(ctx: RequestContext) -> dict[str, str]:

@@ -50,6 +50,9 @@ class BrokerHost(Protocol):
     def topic_configs_changed(self, name: str) -> None:
         """A topic's overrides changed."""
 
+    def apply_dynamic_configs(self, defaults: dict[str, str], own: dict[str, str]) -> None:
+        """The dynamic broker configs stored now (cluster-wide defaults, this broker's own): apply them."""
+
     def internal_topic_partitions(self, name: str, partitions: int) -> None:
         """The cluster's internal topic ``name`` has this many partitions."""
 

@@ -60,6 +60,7 @@ class LocalController:
         """Drop logs of topics the registry does not have, then publish this broker and every topic, leading
         all of their partitions; create the internal topics on a first start."""
         broker = self.broker
+        self._apply_broker_configs()
         for name in sorted({t for t, _ in broker.logs.logs()}):
             if self.registry.get(name) is None:
                 log.warning("removing partition directories of unknown topic %s", name)
@@ -202,7 +203,6 @@ class LocalController:
         return {}
 
     async def alter_broker_configs(self, broker_id: int | None, changes: dict[str, str | None], replace: bool) -> None:
-        # kept, not applied: a single node follows no leader, so there is nothing to throttle
         entity = DEFAULT_ENTITY if broker_id is None else str(broker_id)
         configs = {} if replace else dict(self._broker_configs.get(entity, {}))
         for name, value in changes.items():
@@ -218,6 +218,13 @@ class LocalController:
             f.flush()
             os.fsync(f.fileno())
         os.replace(tmp, self._broker_configs_path)
+        self._apply_broker_configs()
+
+    def _apply_broker_configs(self) -> None:
+        """What the broker takes at run time (broker/dynamic_configs.py); a single node follows no leader, so
+        the replication throttles are kept only."""
+        self.broker.apply_dynamic_configs(self._broker_configs.get(DEFAULT_ENTITY, {}),
+                                          self._broker_configs.get(str(self.broker.node_id), {}))
 
     async def dynamic_broker_configs(self, broker_id: int | None) -> dict[str, str]:
         return dict(self._broker_configs.get(DEFAULT_ENTITY if broker_id is None else str(broker_id), {}))

@@ -548,11 +548,14 @@ class ClusterMember:
 
     async def broker_configs_changed(self) -> None:
         """Apply the dynamic broker configs (the cluster-wide defaults, then this broker's own) that odradek
-        takes at run time: the follower replication throttle."""
-        configs: dict[str, str] = {}
+        takes at run time (broker/dynamic_configs.py), and the follower replication throttle. Kafka's ZooKeeper
+        mode told brokers of a change the same way: a `brokers` notification under /config/changes."""
+        stored: list[dict[str, str]] = []
         for entity in (L.BROKER_DEFAULT_ENTITY, str(self.broker_id)):
             found = await self.zk.get_or_none(L.broker_config_path(entity))
-            configs.update(L.decode_topic_config(found[0] if found else None))
+            stored.append(L.decode_topic_config(found[0] if found else None))
+        self.broker.apply_dynamic_configs(*stored)
+        configs = {**stored[0], **stored[1]}
         rate = configs.get("follower.replication.throttled.rate")
         self.throttle.set_rate(int(rate) if rate else self.broker.config.int("follower.replication.throttled.rate"))
 

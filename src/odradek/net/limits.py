@@ -22,17 +22,20 @@ class ConnectionLimits:
     def __init__(self, config: BrokerConfig, inter_broker_listener: str | None) -> None:
         self.max_total = config.int("max.connections")
         self.max_per_ip = config.int("max.connections.per.ip")
-        self.overrides: dict[str, int] = {}
-        for entry in str(config.get("max.connections.per.ip.overrides") or "").split(","):
-            if not entry.strip():
-                continue
-            host, sep, count = entry.strip().rpartition(":")
-            if not sep or not host or not count.isdigit():
-                raise ConfigError(f"max.connections.per.ip.overrides: {entry.strip()!r} is not host:count")
-            self.overrides[host] = int(count)
+        self.overrides = parse_overrides(str(config.get("max.connections.per.ip.overrides") or ""))
         self.inter_broker_listener = inter_broker_listener
         self._total = 0
         self._per_ip: Counter[str] = Counter()
+
+    def reconfigure(self, config: BrokerConfig) -> None:
+        """The limits as changed at run time (dynamic broker configs): they apply to the next connection
+        accepted; connections already open stay open, as in Kafka. Overrides that do not parse keep the old."""
+        self.max_total = config.int("max.connections")
+        self.max_per_ip = config.int("max.connections.per.ip")
+        try:
+            self.overrides = parse_overrides(str(config.get("max.connections.per.ip.overrides") or ""))
+        except ConfigError as exc:
+            log.warning("keeping the max.connections.per.ip.overrides in force: %s", exc)
 
     def admit(self, listener: str, host: str) -> bool:
         """Count a new connection of ``listener`` from ``host``; False (not counted) if it is over a limit."""
@@ -55,3 +58,16 @@ class ConnectionLimits:
         self._per_ip[host] -= 1
         if self._per_ip[host] <= 0:
             del self._per_ip[host]
+
+
+def parse_overrides(text: str) -> dict[str, int]:
+    """`max.connections.per.ip.overrides`: host:count pairs, comma-separated."""
+    overrides: dict[str, int] = {}
+    for entry in text.split(","):
+        if not entry.strip():
+            continue
+        host, sep, count = entry.strip().rpartition(":")
+        if not sep or not host or not count.isdigit():
+            raise ConfigError(f"max.connections.per.ip.overrides: {entry.strip()!r} is not host:count")
+        overrides[host] = int(count)
+    return overrides

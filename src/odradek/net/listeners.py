@@ -70,6 +70,9 @@ class ListenerSetup:
     advertised: tuple[Listener, ...]  # one per bound listener, same order
     inter_broker: str  # the name of the listener brokers reach each other on
     legacy07: tuple[Listener, ...] = ()  # the KAFKA07 listeners, outside ``bind`` and ``advertised``
+    # which of `listeners` / `advertised.listeners` the operator gave (as properties, or --listen / --advertise):
+    # DescribeConfigs lists those as static broker configs, the others as defaults
+    given: frozenset[str] = frozenset()
 
     def advertised_listener(self, name: str) -> Listener:
         return next(a for a in self.advertised if a.name == name)
@@ -78,7 +81,7 @@ class ListenerSetup:
         """The setup once bound: port 0 (bound or advertised) replaced by the port each listener got."""
         bind = tuple(replace(b, port=ports.get(b.name, b.port)) for b in self.bind)
         advertised = tuple(replace(a, port=ports.get(a.name, a.port)) if a.port == 0 else a for a in self.advertised)
-        return ListenerSetup(bind, advertised, self.inter_broker, self.legacy07)
+        return ListenerSetup(bind, advertised, self.inter_broker, self.legacy07, self.given)
 
 
 def parse_protocol_map(text: str) -> dict[str, str]:
@@ -176,4 +179,7 @@ def listener_setup(config: BrokerConfig, listen: tuple[str, int] | None = None,
         # checked now, so a broker that could not log in to the others refuses to start rather than joining
         # a cluster it cannot replicate in (the settings themselves are built by cluster/member.py)
         inter_broker_sasl(config, inter_broker_listener)
-    return ListenerSetup(tuple(bind), advertised, inter_broker, tuple(legacy07))
+    given = frozenset(name for name, by_property, by_flag in (("listeners", text, listen),
+                                                              ("advertised.listeners", advertised_text, advertise))
+                      if by_property.strip() or by_flag is not None)
+    return ListenerSetup(tuple(bind), advertised, inter_broker, tuple(legacy07), given)

@@ -26,7 +26,7 @@ import logging
 import os
 import re
 import ssl
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Iterable
 
 from odradek.config import BrokerConfig, ConfigError
@@ -120,6 +120,17 @@ def _load_truststore(ctx: ssl.SSLContext, settings: TlsSettings, listener: str) 
             from None
 
 
+def keystore_problem(keystore: str, key_password: str | None) -> str | None:
+    """Why a keystore given at run time (a dynamic broker config) would not load, or None: Kafka refuses such a
+    change rather than keep serving an old certificate it was told to drop."""
+    try:
+        ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER).load_cert_chain(keystore, password=key_password)
+    except (OSError, ssl.SSLError) as exc:
+        return f"cannot load {keystore}: {exc.strerror or exc}" if isinstance(exc, OSError) else \
+            f"cannot load {keystore}: {exc.reason or exc}"
+    return None
+
+
 class AlertingSSLObject(ssl.SSLObject):
     """An SSLObject whose failed handshake still sends its alert.
 
@@ -196,6 +207,37 @@ class TlsListener:
             return False
         log.info("%s: certificates reloaded from %s", self.listener,
                  ", ".join(p for p in (self.settings.keystore, self.settings.truststore) if p))
+        return True
+
+    def reconfigure(self, config: BrokerConfig) -> bool:
+        """Dynamic broker configs of this listener (`listener.name.L.ssl.keystore.location` and the other
+        keystore and truststore settings, as `kafka-configs --alter` sets them for a keystore rotation): when
+        they name other files or passwords, the context loads them in place, so new handshakes use them and
+        open connections keep theirs. Settings that do not load keep the old certificates (logged); True if
+        the certificates in use changed."""
+        try:
+            settings = TlsSettings.from_config(config, self.listener)
+        except ConfigError as exc:
+            log.error("keeping the TLS settings in use on %s: %s", self.listener, exc)
+            return False
+        if (settings.keystore, settings.key_password, settings.truststore) == \
+                (self.settings.keystore, self.settings.key_password, self.settings.truststore):
+            return False
+        if not settings.keystore:
+            log.error("keeping the TLS settings in use on %s: no ssl.keystore.location", self.listener)
+            return False
+        try:
+            _load_keystore(self.context, settings, self.listener)
+            if settings.truststore:
+                _load_truststore(self.context, settings, self.listener)
+        except ConfigError as exc:
+            log.error("keeping the certificates in use on %s: %s", self.listener, exc)
+            return False
+        # the other settings (protocols, ciphers, client auth) are fixed when the listener starts
+        self.settings = replace(self.settings, keystore=settings.keystore, key_password=settings.key_password,
+                                truststore=settings.truststore)
+        self._stamps = self._file_stamps()
+        log.info("%s: certificates loaded from %s (dynamic broker config)", self.listener, settings.keystore)
         return True
 
     def principal(self, ssl_object: ssl.SSLObject | None) -> str:

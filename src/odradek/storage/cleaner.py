@@ -533,6 +533,20 @@ class LogCleaner:
                          task.cleanable_end, len(task.segments))
                 self._running[key] = (plog, self._executor.submit(clean, task, capacity, self._throttler))
 
+    def reconfigure(self, config: CleanerConfig) -> None:
+        """Dynamic broker configs (log.cleaner.threads, .io.max.bytes.per.second, .backoff.ms, ...) take effect
+        from the next scan: a new thread count gets a pool of that size (cleanings running on the old pool
+        finish there and are swapped in as usual), a new rate holds the threads from their next write."""
+        if config == self.config:
+            return
+        if config.threads != self.config.threads:
+            old, self._executor = self._executor, ThreadPoolExecutor(max_workers=config.threads,
+                                                                     thread_name_prefix="log-cleaner")
+            old.shutdown(wait=False)
+        self._throttler.rate = config.io_max_bytes_per_second
+        self.config = config
+        self._next_scan_ms = 0
+
     def _close_retired(self, now_ms: int, everything: bool = False) -> None:
         keep = []
         for when, segments in self._retired:

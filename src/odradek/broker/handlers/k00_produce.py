@@ -1,4 +1,5 @@
-"""Produce (key 0), versions 0-12.
+"""Produce (key 0), versions 0-13 (v13, KIP-516: topics named by id; an id the broker does not know →
+UNKNOWN_TOPIC_ID for each of its partitions, as Kafka answers).
 
 Per partition: the record set is validated (records/batch.py: sizes, magic, CRC32C, offset deltas,
 `max.message.bytes` per batch; records/codec.py: every field of every record, as Kafka's LogValidator walks
@@ -98,6 +99,7 @@ _PRODUCER_ERRORS = {
 # the GIL) takes long enough that other connections would feel it, and the hand-off costs far less.
 CHECK_OFF_LOOP_MIN_BYTES = 64 * 1024
 _PRODUCER = struct.Struct(">qh")
+ZERO_UUID = bytes(16)
 
 Checked = tuple[bytearray | memoryview, list[tuple[int, BatchHeader]]] | InvalidRecordError
 
@@ -108,8 +110,10 @@ _COORDINATOR_RETRIABLE = {ErrorCode.CONCURRENT_TRANSACTIONS, ErrorCode.COORDINAT
                           ErrorCode.COORDINATOR_LOAD_IN_PROGRESS, ErrorCode.NOT_COORDINATOR}
 
 
-@handler(ApiKey.PRODUCE, 0, 12)
+@handler(ApiKey.PRODUCE, 0, 13)
 def produce(ctx: RequestContext, request: dict):
+    if ctx.api_version >= 13:
+        _names_from_ids(ctx, request)
     if request["acks"] in (0, 1, -1):
         if ctx.api_version >= 3 and request["transactional_id"] is not None:
             first_writes = _first_transactional_writes(ctx, request)
@@ -121,10 +125,20 @@ def produce(ctx: RequestContext, request: dict):
     return _produce(ctx, request, {})
 
 
+def _names_from_ids(ctx: RequestContext, request: dict) -> None:
+    """v13 (KIP-516) names topics by id: each entry takes its topic's name, or None for an id the broker does
+    not know (its partitions are answered UNKNOWN_TOPIC_ID, as Kafka answers them)."""
+    metadata = ctx.broker.metadata
+    for topic in request["topic_data"]:
+        found = metadata.topic_by_id(topic["topic_id"])
+        topic["name"] = found.name if found is not None else None
+
+
 def _heavy(ctx: RequestContext, request: dict) -> list[tuple[str, int, bytes]]:
     return [(topic["name"], part["index"], part["records"])
             for topic in request["topic_data"] for part in topic["partition_data"]
-            if _is_heavy(part["records"]) or _stored_codec(ctx, topic["name"]) is not None]
+            if topic["name"] is not None
+            and (_is_heavy(part["records"]) or _stored_codec(ctx, topic["name"]) is not None)]
 
 
 def _first_transactional_writes(ctx: RequestContext, request: dict) -> dict[tuple[str, int], tuple[int, int]]:
@@ -136,6 +150,8 @@ def _first_transactional_writes(ctx: RequestContext, request: dict) -> dict[tupl
     out = {}
     replicas = ctx.broker.replicas
     for topic in request["topic_data"]:
+        if topic["name"] is None:
+            continue  # an unknown topic id (v13)
         for part in topic["partition_data"]:
             records = part["records"]
             # magic at byte 16, attributes (bit 4: transactional) at 21-22, producer id and epoch at 43-53
@@ -223,9 +239,12 @@ def _produce(ctx: RequestContext, request: dict, checked: dict[tuple[str, int], 
     for topic in request["topic_data"]:
         name = topic["name"]
         partitions = []
-        denied = refused or (None if ctx.allowed(Op.WRITE, Res.TOPIC, name) else ErrorCode.TOPIC_AUTHORIZATION_FAILED)
+        denied = refused or (None if name is None or ctx.allowed(Op.WRITE, Res.TOPIC, name)
+                             else ErrorCode.TOPIC_AUTHORIZATION_FAILED)
         for part in topic["partition_data"]:
-            if denied:
+            if name is None:  # a refused transactional id answers every partition, known or not, as in Kafka
+                result = _result(part["index"], refused or ErrorCode.UNKNOWN_TOPIC_ID)
+            elif denied:
                 result = _result(part["index"], denied)
             elif acks not in (0, 1, -1):
                 result = _result(part["index"], ErrorCode.INVALID_REQUIRED_ACKS)
@@ -235,7 +254,8 @@ def _produce(ctx: RequestContext, request: dict, checked: dict[tuple[str, int], 
                 result = _append(ctx, name, part["index"], part["records"], acks, waits,
                                  checked.get((name, part["index"])))
             partitions.append(result)
-        responses.append({"name": name, "partition_responses": partitions})
+        responses.append({"name": name or "", "topic_id": topic.get("topic_id", ZERO_UUID),
+                          "partition_responses": partitions})
     if acks == 0:
         return None
     body = when_durable({"responses": responses, "throttle_time_ms": 0}, waits, _not_acknowledged,

@@ -1,11 +1,13 @@
-"""ListOffsets (key 2), versions 0-9.
+"""ListOffsets (key 2), versions 0-11.
 
 Answered by the partition's leader only (NOT_LEADER_OR_FOLLOWER elsewhere; with `current_leader_epoch`,
 v4+, FENCED_LEADER_EPOCH / UNKNOWN_LEADER_EPOCH when it is not the leader's); every answer carries the
 leader epoch. Special timestamps: -1 latest (the high watermark; for a follower's own request,
 `replica_id` >= 0, the log end), -2 earliest (log start offset), -3 max timestamp
 (v7+: the offset and timestamp of the record with the largest timestamp), -4 earliest local (v8+: same as
-earliest, there is no tiered storage), -5 latest tiered (v9+: no tiered storage, so offset -1). A
+earliest, there is no tiered storage), -5 latest tiered (v9+: no tiered storage, so offset -1), -6 earliest
+pending upload (v11+, KIP-1023: nothing is waiting to be uploaded, so offset -1). v10's `timeout_ms` (KIP-1075's
+async remote lookups) changes nothing: every lookup is local and answered at once. A
 timestamp ≥ 0 finds the first record whose timestamp is at or after it: the log locates the batch through
 its time index and the record is found inside it; none → offset -1, timestamp -1.
 v0 answers with `old_style_offsets` (one offset; `max_num_offsets` beyond 1 is not honoured).
@@ -32,7 +34,7 @@ log = logging.getLogger(__name__)
 LATEST, EARLIEST, MAX_TIMESTAMP, EARLIEST_LOCAL, LATEST_TIERED = -1, -2, -3, -4, -5
 
 
-@handler(ApiKey.LIST_OFFSETS, 0, 9)
+@handler(ApiKey.LIST_OFFSETS, 0, 11)
 def list_offsets(ctx: RequestContext, request: dict) -> dict:
     topics = []
     follower = request["replica_id"] >= 0

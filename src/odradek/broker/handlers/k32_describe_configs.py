@@ -170,7 +170,8 @@ def _topic_configs(ctx: RequestContext, topic, keys: list[str] | None, include_s
 
 
 def _broker_synonyms(ctx: RequestContext, topic_config: str) -> list[dict]:
-    """Kafka's synonyms of a topic config at broker level: its broker property as set statically, then that
+    """Kafka's synonyms of a topic config at broker level: its broker property as set dynamically for this broker,
+    then for every broker, then statically, then that
     property's default when Kafka's definition has one (a topic's broker synonyms show the BROKER's value).
     Kafka drops the synonyms listed before its first, primary, property: `retention.ms` has none unless
     `log.retention.ms` is set (`log.retention.hours`' default comes after a missing primary), and so on."""
@@ -178,7 +179,12 @@ def _broker_synonyms(ctx: RequestContext, topic_config: str) -> list[dict]:
     if synonym is None:
         return []
     raw = ctx.broker.config.raw
+    defaults, own = ctx.broker.dynamic_broker_configs  # applied, hence in force (broker/dynamic_configs.py)
     out = []
+    if synonym in own:
+        out.append({"name": synonym, "value": own[synonym], "source": SOURCE_DYNAMIC_BROKER})
+    if synonym in defaults:
+        out.append({"name": synonym, "value": defaults[synonym], "source": SOURCE_DYNAMIC_DEFAULT})
     if synonym in raw:
         out.append({"name": synonym, "value": raw[synonym], "source": SOURCE_STATIC_BROKER})
     secondary = SECONDARY_SYNONYMS.get(synonym, ())
@@ -249,12 +255,15 @@ async def _broker_configs(ctx: RequestContext, resource_name: str, keys: list[st
                              for s in SECONDARY_SYNONYMS.get(name, ()) if s in config.raw]
                 synonyms += [{"name": s, "value": SECONDARY_DEFAULTS[s], "source": SOURCE_DEFAULT}
                              for s in SECONDARY_SYNONYMS.get(name, ()) if s in SECONDARY_DEFAULTS]
+        if name in LISTENER_CONFIGS and resource_name and name not in own and name not in defaults:
+            synonyms = _listener_synonyms(ctx, name)
         source = synonyms[0]["source"] if synonyms else SOURCE_DEFAULT  # a property with no default: null
         known = broker_configs.known_value(name)
         if not known:  # a name Kafka does not know as a broker config: stored, its value never shown (as a secret)
             synonyms = [{**s, "value": None} for s in synonyms]
         value = synonyms[0]["value"] if known and synonyms else None
-        if name in BROKER_PROPERTIES and source in (SOURCE_STATIC_BROKER, SOURCE_DEFAULT):
+        if name in BROKER_PROPERTIES and source in (SOURCE_STATIC_BROKER, SOURCE_DEFAULT) \
+                and name not in LISTENER_CONFIGS:
             parsed = config.get(name)
             value = None if parsed is None else str(parsed).lower() if isinstance(parsed, bool) else str(parsed)
         if is_sensitive(name) or not known:  # Kafka takes a config of unknown type for a secret
@@ -267,6 +276,27 @@ async def _broker_configs(ctx: RequestContext, resource_name: str, keys: list[st
             entry["synonyms"] = synonyms
         out.append(entry)
     return out
+
+
+LISTENER_CONFIGS = ("listeners", "advertised.listeners")
+KAFKA_DEFAULT_LISTENERS = "PLAINTEXT://:9092"
+
+
+def _listener_synonyms(ctx: RequestContext, name: str) -> list[dict]:
+    """`listeners` / `advertised.listeners` as in force: a static broker config when the operator gave them (the
+    properties, or --listen / --advertise), else the default, as Kafka lists them; never empty."""
+    setup = ctx.broker.listeners
+    raw = ctx.broker.config.raw
+    if name in raw and str(raw[name]).strip():
+        value = str(raw[name])
+    else:
+        chosen = setup.bind + setup.legacy07 if name == "listeners" else setup.advertised
+        value = ",".join(str(listener) for listener in chosen)
+    default = [{"name": name, "value": KAFKA_DEFAULT_LISTENERS, "source": SOURCE_DEFAULT}] \
+        if name == "listeners" else []
+    if name in setup.given:
+        return [{"name": name, "value": value, "source": SOURCE_STATIC_BROKER}, *default]
+    return [{"name": name, "value": value, "source": SOURCE_DEFAULT}]
 
 
 def _entry(name: str, value: str | None, source: int, config_type: int, synonyms: list[dict],

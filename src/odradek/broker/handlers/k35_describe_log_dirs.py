@@ -1,4 +1,4 @@
-"""DescribeLogDirs (key 35), versions 0-4.
+"""DescribeLogDirs (key 35), versions 0-5.
 
 A broker has one log directory, its data directory (`--data-dir`): the answer is that directory (its
 absolute path) with, for each partition it holds a log of, the log's size in bytes (every segment),
@@ -6,8 +6,8 @@ absolute path) with, for each partition it holds a log of, the log's size in byt
 offset, never below 0) and `is_future_key` false (no replica ever moves between directories here).
 `topics` null asks for every partition; named partitions this broker has no log of are left out, as Kafka
 leaves them out. v4+ adds the directory's `total_bytes` and `usable_bytes` (the file system's size and
-what is free there). v3+ has a top-level error code (always NONE). v5 (`is_cordoned`, KIP-1066, KRaft
-only) is not advertised.
+what is free there). v3+ has a top-level error code (always NONE). v5 adds `is_cordoned` (KIP-1066: a
+directory the operator closed to new replicas): always false, odradek has no cordoning.
 """
 
 import os
@@ -20,7 +20,7 @@ from odradek.protocol.api_keys import ApiKey
 from odradek.protocol.errors import ErrorCode
 
 
-@handler(ApiKey.DESCRIBE_LOG_DIRS, 0, 4)
+@handler(ApiKey.DESCRIBE_LOG_DIRS, 0, 5)
 def describe_log_dirs(ctx: RequestContext, request: dict) -> dict:
     broker = ctx.broker
     if not ctx.allowed(Op.DESCRIBE, Res.CLUSTER, CLUSTER_NAME):
@@ -45,4 +45,4 @@ def describe_log_dirs(ctx: RequestContext, request: dict) -> dict:
     return {"throttle_time_ms": 0, "error_code": ErrorCode.NONE, "results": [{
         "error_code": ErrorCode.NONE, "log_dir": directory,
         "topics": [{"name": t, "partitions": p} for t, p in by_topic.items()],
-        "total_bytes": total, "usable_bytes": usable}]}
+        "total_bytes": total, "usable_bytes": usable, "is_cordoned": False}]}
