@@ -10,6 +10,7 @@ from odradek.security.authorizer import CLUSTER_NAME, Operation as Op, ResourceT
 from odradek.broker.context import RequestContext
 from odradek.broker.registry import handler
 from odradek.coordinator.consumer_group import ConsumerGroup
+from odradek.coordinator.streams_group import StreamsGroup
 from odradek.coordinator.group import GroupState
 from odradek.protocol.api_keys import ApiKey
 
@@ -26,7 +27,8 @@ def list_groups(ctx: RequestContext, request: dict) -> dict:
             continue
         if states and group.state.value.lower() not in states:
             continue
-        kind = "consumer" if isinstance(group, ConsumerGroup) else "classic"
+        kind = "streams" if isinstance(group, StreamsGroup) else (
+            "consumer" if isinstance(group, ConsumerGroup) else "classic")
         if types and kind not in types:
             continue
         out.append({"group_id": group.group_id, "protocol_type": group.protocol_type or "",

@@ -12,6 +12,7 @@ from odradek.security.authorizer import Operation as Op, ResourceType as Res
 from odradek.broker.context import RequestContext
 from odradek.broker.registry import handler
 from odradek.coordinator.consumer_group import ConsumerGroup, grouped
+from odradek.coordinator.streams_group import StreamsGroup
 from odradek.protocol.api_keys import ApiKey
 from odradek.protocol.errors import ErrorCode
 
@@ -66,7 +67,7 @@ def consumer_group_describe(ctx: RequestContext, request: dict) -> dict:
         if group is None or group.is_("Dead"):
             out.append(failed_group(gid, ErrorCode.GROUP_ID_NOT_FOUND, f"Group {gid} not found."))
             continue
-        if not isinstance(group, ConsumerGroup):
+        if not isinstance(group, ConsumerGroup) or isinstance(group, StreamsGroup):
             out.append(failed_group(gid, ErrorCode.GROUP_ID_NOT_FOUND, f"Group {gid} is not a consumer group."))
             continue
         members = [{
