@@ -249,6 +249,9 @@ BROKER_PROPERTIES: dict[str, Property] = {
                      "streams.num.standby.replicas says otherwise (a count)."),
         Property("group.streams.max.standby.replicas", _parse_int, 2, _at_least(0),
                  doc="Most standby replicas a streams group's streams.num.standby.replicas may ask for (a count)."),
+        Property("group.streams.initial.rebalance.delay.ms", _parse_int, 3000, _at_least(0),
+                 doc="How long a new streams group waits before its first task assignment, so that the instances "
+                     "starting together are assigned at once (milliseconds)."),
         Property("group.streams.max.size", _parse_int, 2147483647, _at_least(1),
                  doc="Most members one streams group may hold (a count)."),
         Property("telemetry.max.bytes", _parse_int, 1048576, _at_least(1),

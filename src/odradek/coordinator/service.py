@@ -125,6 +125,7 @@ class Coordinator:
             heartbeat_interval_ms=config.int("group.streams.heartbeat.interval.ms"),
             num_standby_replicas=config.int("group.streams.num.standby.replicas"),
             max_size=config.int("group.streams.max.size"),
+            initial_rebalance_delay_ms=config.int("group.streams.initial.rebalance.delay.ms"),
         ), self.groups, metadata)
         self.streams_groups.group_config = self.share_groups.group_config
         self.offsets = OffsetManager(self.groups, self.store, self.log.append, partition_exists,

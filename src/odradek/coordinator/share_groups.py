@@ -122,6 +122,9 @@ GROUP_CONFIGS: dict[str, tuple[Callable[[str], bool], str, str]] = {
     "streams.heartbeat.interval.ms": (_positive_int, "group.streams.heartbeat.interval.ms",
                                       "How often members of this streams group are told to heartbeat "
                                       "(milliseconds)."),
+    "streams.initial.rebalance.delay.ms": (lambda v: v.isdigit(), "group.streams.initial.rebalance.delay.ms",
+                                           "How long this streams group, when new, waits before its first task "
+                                           "assignment (milliseconds)."),
     "streams.num.standby.replicas": (lambda v: v.isdigit() and int(v) <= 2, "group.streams.num.standby.replicas",
                                      "Standby copies of each task of this streams group (0 to "
                                      "group.streams.max.standby.replicas, 2)."),

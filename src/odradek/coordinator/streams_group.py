@@ -39,6 +39,7 @@ MISSING_SOURCE_TOPICS = 1
 INCORRECTLY_PARTITIONED_TOPICS = 2
 MISSING_INTERNAL_TOPICS = 3
 SHUTDOWN_APPLICATION = 4
+ASSIGNMENT_DELAYED = 5
 
 
 class StreamsGroupState(str, Enum):
@@ -261,6 +262,9 @@ class StreamsGroup(ConsumerGroup):
     configured_key: tuple | None = None  # (metadata version, topology epoch) `configured` was made from
     shutdown_requested_by: str | None = None
     standby_replicas: int = -1  # the `streams.num.standby.replicas` the target was computed with
+    # while set (a clock in ms): the group's first assignment waits for `streams.initial.rebalance.delay.ms`,
+    # every member's target is empty and the heartbeats say ASSIGNMENT_DELAYED, as in Kafka
+    assignment_delayed_until_ms: int | None = None
     protocol_type: str = "streams"
 
     @property

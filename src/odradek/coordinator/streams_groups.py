@@ -44,7 +44,7 @@ from odradek.coordinator.group import Group
 from odradek.coordinator.persistence import group_key, streams_group_key
 from odradek.coordinator.streams_assignor import assign
 from odradek.coordinator.streams_group import (
-    SHUTDOWN_APPLICATION, STALE_TOPOLOGY, StreamsGroup, StreamsMember, TaskSets, TopicInfo, Topology, configure)
+    ASSIGNMENT_DELAYED, SHUTDOWN_APPLICATION, STALE_TOPOLOGY, StreamsGroup, StreamsMember, TaskSets, TopicInfo, Topology, configure)
 from odradek.coordinator.streams_persistence import encode_streams_group_value
 from odradek.protocol.errors import ErrorCode
 
@@ -61,6 +61,7 @@ class StreamsGroupConfig:
     heartbeat_interval_ms: int = 5_000
     num_standby_replicas: int = 0
     max_size: int = 0x7FFFFFFF
+    initial_rebalance_delay_ms: int = 3_000
     task_offset_interval_ms: int = 60_000
     acceptable_recovery_lag: int = 10_000
 
@@ -228,9 +229,17 @@ class StreamsGroupCoordinator:
         if group.standby_replicas != num_standby:
             group.standby_replicas = num_standby
             changed = True
+        if group.assignment_delayed_until_ms is not None and self._now() >= group.assignment_delayed_until_ms:
+            group.assignment_delayed_until_ms = None  # the initial delay is over: now the real assignment
+            changed = True
         if changed:
             group.group_epoch += 1
         if group.group_epoch > group.assignment_epoch:
+            if group.assignment_epoch == 0 and not group.target:
+                delay = self._group_int(group.group_id, "streams.initial.rebalance.delay.ms",
+                                        self.config.initial_rebalance_delay_ms)
+                if delay > 0:
+                    group.assignment_delayed_until_ms = self._now() + delay
             self._assign(group, num_standby)
         was_unrevoked = member.state is MemberState.UNREVOKED_PARTITIONS
         group.reconcile(member, req.owned)
@@ -249,7 +258,7 @@ class StreamsGroupCoordinator:
                 "acceptable_recovery_lag_legacy": self.config.acceptable_recovery_lag,
                 "acceptable_recovery_lag": self.config.acceptable_recovery_lag,
                 "task_offset_interval_ms": self.config.task_offset_interval_ms,
-                "status": None, "active_tasks": None, "standby_tasks": None, "warmup_tasks": None,
+                "status": [], "active_tasks": None, "standby_tasks": None, "warmup_tasks": None,
                 "topology_description_required": False, "endpoint_information_epoch": 0,
                 "partitions_by_user_endpoint": None}
         if req.member_epoch == 0 or member.assigned != before:
@@ -265,8 +274,10 @@ class StreamsGroupCoordinator:
             status.append({"status_code": SHUTDOWN_APPLICATION, "status_detail":
                            f"Streams group member {group.shutdown_requested_by} encountered a fatal error and "
                            f"requested a shutdown for the entire application."})
-        if status:
-            body["status"] = status
+        if group.assignment_delayed_until_ms is not None:
+            status.append({"status_code": ASSIGNMENT_DELAYED,
+                           "status_detail": "Assignment delayed due to the configured initial rebalance delay."})
+        body["status"] = status
         return StreamsHeartbeatResult(body, to_create)
 
     def _check_tasks(self, group: StreamsGroup, owned: TaskSets) -> None:
@@ -304,7 +315,7 @@ class StreamsGroupCoordinator:
 
     def _assign(self, group: StreamsGroup, num_standby: int) -> None:
         # as Kafka: a topology that is not ready yet (topics missing) gives every member an empty target
-        ready = group.configured is not None and group.configured.ready
+        ready = group.configured is not None and group.configured.ready and group.assignment_delayed_until_ms is None
         tasks = group.configured.all_tasks() if ready else []  # type: ignore[union-attr]
         group.target = assign(group.members, tasks, dict(group.target), num_standby)  # type: ignore[arg-type]
         group.assignment_epoch = group.group_epoch
@@ -344,6 +355,7 @@ class StreamsGroupCoordinator:
         if not group.members:
             group.assignment_epoch = group.group_epoch
             group.shutdown_requested_by = None
+            group.assignment_delayed_until_ms = None
             group.state_timestamp_ms = self._now()
 
     def _touch(self, group: StreamsGroup, member: StreamsMember) -> None:
@@ -400,6 +412,6 @@ class StreamsGroupCoordinator:
 def error_body(code: int, message: str | None) -> dict:
     return {"error_code": code, "error_message": message, "member_id": "", "member_epoch": 0,
             "heartbeat_interval_ms": 0, "acceptable_recovery_lag_legacy": 0, "acceptable_recovery_lag": -1,
-            "task_offset_interval_ms": 0, "status": None, "active_tasks": None, "standby_tasks": None,
+            "task_offset_interval_ms": 0, "status": [], "active_tasks": None, "standby_tasks": None,
             "warmup_tasks": None, "topology_description_required": False, "endpoint_information_epoch": 0,
             "partitions_by_user_endpoint": None}

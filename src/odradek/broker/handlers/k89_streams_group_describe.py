@@ -24,7 +24,7 @@ ASSIGNOR_NAME = "sticky"
 
 def _failed(group_id: str, code: int, message: str | None = None) -> dict:
     return {"error_code": code, "error_message": message, "group_id": group_id, "group_state": "",
-            "group_epoch": -1, "assignment_epoch": -1, "topology": None, "members": [],
+            "group_epoch": 0, "assignment_epoch": 0, "topology": None, "members": [],
             "authorized_operations": NOT_REQUESTED, "topology_description": None, "topology_description_status": 0,
             "assignor_name": None}
 
