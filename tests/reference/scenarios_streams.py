@@ -101,6 +101,24 @@ SCENARIOS_STREAMS: list[Scenario] = [
     S("sg-heartbeat-some-task-lists-null", streams_topic(), sg("m1", 1, active_tasks=[])),
     S("sg-heartbeat-topology-after-join", streams_topic(), sg("m1", 1, topology=topology())),
 
+    # --- StreamsGroupHeartbeat: malformed topologies (the hostile cases Kafka also answers)
+    S("sg-heartbeat-join-copartition-index-out-of-range", streams_topic(),
+      sg("m1", 0, join=True, topology=lambda c: {"epoch": 0, "subtopologies": [{
+          **subtopology(c), "copartition_groups": [{"source_topics": [5], "source_topic_regex": [],
+                                                    "repartition_source_topics": []}]}]})),
+    S("sg-heartbeat-join-duplicate-subtopology", streams_topic(),
+      sg("m1", 0, join=True, topology=lambda c: {"epoch": 0, "subtopologies": [subtopology(c), subtopology(c)]})),
+    S("sg-heartbeat-join-invalid-topic-name", streams_topic(),
+      sg("m1", 0, join=True, topology=lambda c: {"epoch": 0, "subtopologies": [subtopology(c, source="bad name!")]})),
+    S("sg-heartbeat-owned-task-out-of-range", (*streams_topic(), joined()),
+      Call(STREAMS_GROUP_HEARTBEAT, lambda c: sg_body(
+          "m1", c.vars["epoch m1"], active_tasks=[{"subtopology_id": "0", "partitions": [7]}], standby_tasks=[],
+          warmup_tasks=[])(c))),
+    S("sg-heartbeat-owned-unknown-subtopology", (*streams_topic(), joined()),
+      Call(STREAMS_GROUP_HEARTBEAT, lambda c: sg_body(
+          "m1", c.vars["epoch m1"], active_tasks=[{"subtopology_id": "9", "partitions": [0]}], standby_tasks=[],
+          warmup_tasks=[])(c))),
+
     # --- StreamsGroupHeartbeat: groups and members
     S("sg-heartbeat-unknown-group", streams_topic(), sg("m1", 1)),
     S("sg-heartbeat-join-missing-source-topic", streams_topic(),
