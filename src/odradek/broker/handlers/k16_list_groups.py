@@ -2,7 +2,8 @@
 
 Every group this coordinator knows (also Empty ones that only hold offsets), with protocol type, state
 (v4+) and type (v5: "classic", "consumer" for groups of the KIP-848 protocol, whose states are Empty,
-Assigning, Reconciling and Stable, or "share" for share groups of KIP-932, Empty or Stable). v4+ `states_filter` and v5 `types_filter` keep only the matching groups
+Assigning, Reconciling and Stable, "streams" for groups of the streams protocol of KIP-1071, whose states
+add NotReady, or "share" for share groups of KIP-932, Empty or Stable). v4+ `states_filter` and v5 `types_filter` keep only the matching groups
 (case-insensitive; an empty filter keeps all).
 """
 

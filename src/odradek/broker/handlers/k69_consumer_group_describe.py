@@ -5,7 +5,7 @@ next target assignment comes from, and per member its epoch, subscription (names
 assignment (what it owns, partitions it has still to revoke included) and target assignment, each partition
 set named by topic id and name (a member without a regex shows an empty one, as Kafka); v1 adds the member type
 (1: consumer protocol; odradek's consumer groups have no classic members). An unknown group, a classic
-group and a share group are answered GROUP_ID_NOT_FOUND with Kafka's message; `authorized_operations` as DescribeGroups.
+group, a streams group (KIP-1071) and a share group are answered GROUP_ID_NOT_FOUND with Kafka's message; `authorized_operations` as DescribeGroups.
 """
 
 from odradek.security.authorizer import Operation as Op, ResourceType as Res

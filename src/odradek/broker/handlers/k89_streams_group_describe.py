@@ -20,6 +20,7 @@ from odradek.protocol.api_keys import ApiKey
 from odradek.protocol.errors import ErrorCode
 
 ASSIGNOR_NAME = "sticky"
+PROVEN_BY = "tests/streams/test_streams_group_protocol.py, differential suite (scenarios_streams.py)"
 
 
 def _failed(group_id: str, code: int, message: str | None = None) -> dict:
