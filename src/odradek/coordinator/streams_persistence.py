@@ -3,7 +3,7 @@
 Key: StreamsGroupKey (persistence.py, key version 1003, odradek's own). Value: int16 version = 0, then the
 whole group state as UTF-8 JSON (written whenever it changed, like ConsumerGroupValue)::
 
-    {"group_epoch", "assignment_epoch", "state_timestamp_ms",
+    {"group_epoch", "assignment_epoch", "state_timestamp_ms", "standby_replicas",
      "topology": null | {"epoch", "subtopologies": [{"id", "source_topics", "repartition_sinks",
                          "changelogs": [T], "repartition_sources": [T], "copartition_groups": [[[i], [i]]]}]},
      "members": [{"member_id", "process_id", "instance_id", "rack_id", "client_id", "client_host",
@@ -62,7 +62,8 @@ def encode_streams_group_value(g: StreamsGroup) -> bytes:
         "target": _tasks(g.target.get(m.member_id) or TaskSets()),
     } for m in sorted(g.members.values(), key=lambda m: m.member_id)]
     body = {"group_epoch": g.group_epoch, "assignment_epoch": g.assignment_epoch,
-            "state_timestamp_ms": g.state_timestamp_ms, "topology": topology, "members": members}
+            "state_timestamp_ms": g.state_timestamp_ms, "standby_replicas": g.standby_replicas,
+            "topology": topology, "members": members}
     return struct.pack(">h", VALUE_VERSION) + json.dumps(body, sort_keys=True, separators=(",", ":")).encode()
 
 
@@ -72,7 +73,8 @@ def decode_streams_group_value(group_id: str, raw: bytes) -> StreamsGroup:
         raise ValueError(f"unknown streams group value version {version}")
     body = json.loads(raw[2:].decode())
     g = StreamsGroup(group_id, group_epoch=int(body["group_epoch"]), assignment_epoch=int(body["assignment_epoch"]),
-                     state_timestamp_ms=int(body["state_timestamp_ms"]))
+                     state_timestamp_ms=int(body["state_timestamp_ms"]),
+                     standby_replicas=int(body.get("standby_replicas", -1)))
     t = body["topology"]
     if t is not None:
         g.topology = Topology(int(t["epoch"]), tuple(Subtopology(
