@@ -20,6 +20,7 @@ from typing import Iterator
 
 import pytest
 
+from tests.cluster.conftest import cluster_factory, zookeeper, zookeeper_factory  # noqa: F401  (3-broker runs)
 from tests.reference.conftest import kafka_reference  # noqa: F401  (the session's Apache Kafka 4.4)
 
 HERE = Path(__file__).resolve().parent

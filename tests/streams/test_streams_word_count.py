@@ -67,19 +67,25 @@ def latest_counts(consumer: Consumer, seen: dict[str, int]) -> dict[str, int]:
 
 
 def group_type(bootstrap: str, group: str) -> str | None:
-    conn = Connection(bootstrap)
-    try:
-        body = conn.request(LIST_GROUPS, 5, {"states_filter": [], "types_filter": []})
-    finally:
-        conn.close()
-    return next((g["group_type"] for g in body["groups"] if g["group_id"] == group), None)
+    """The group's type in ListGroups v5, asked of every broker (only its coordinator lists it)."""
+    for address in bootstrap.split(","):
+        conn = Connection(address)
+        try:
+            body = conn.request(LIST_GROUPS, 5, {"states_filter": [], "types_filter": []})
+        finally:
+            conn.close()
+        found = next((g["group_type"] for g in body["groups"] if g["group_id"] == group), None)
+        if found is not None:
+            return found
+    return None
 
 
-def run_word_count(bootstrap: str, launch: Callable, protocol: str, prefix: str) -> dict:
-    """The steps of the module docstring on one broker; what was observed."""
+def run_word_count(bootstrap: str, launch: Callable, protocol: str, prefix: str, replication: int = 1) -> dict:
+    """The steps of the module docstring on one broker (or cluster); what was observed."""
     source, sink, app = f"{prefix}-in", f"{prefix}-out", f"{prefix}-app"
     admin = AdminClient({"bootstrap.servers": bootstrap})
-    for future in admin.create_topics([NewTopic(source, PARTITIONS, 1), NewTopic(sink, PARTITIONS, 1)]).values():
+    for future in admin.create_topics([NewTopic(source, PARTITIONS, replication),
+                                       NewTopic(sink, PARTITIONS, replication)]).values():
         future.result(30)
     lines = batch(0, 300)
     produce(bootstrap, source, lines, 0)
@@ -139,3 +145,18 @@ def test_word_count_two_instances_then_one(protocol, broker, kafka_reference, st
     assert (ours["group_type"], theirs["group_type"]) == (want_type, want_type)
     assert ours["shared"] and theirs["shared"]
     assert ours["errors_a"] == ours["errors_b"] == theirs["errors_a"] == theirs["errors_b"] == 0
+
+
+@pytest.mark.timeout(900)
+def test_word_count_on_three_brokers(cluster_factory, streams_launcher):
+    """The same steps with group.protocol=streams on a three-broker odradek cluster (replicated topics, the
+    group's coordinator on whichever broker leads its partition): exact counts, sharing, takeover."""
+    cluster = cluster_factory(3, settings={"default.replication.factor": "3", "min.insync.replicas": "2",
+                                           "offsets.topic.replication.factor": "3",
+                                           "offsets.topic.num.partitions": "6"}).start()
+    cluster.wait_ready()
+    token = f"wc3-{int(time.time() * 1000) % 10_000_000}"
+    outcome = run_word_count(cluster.bootstrap, streams_launcher, "streams", token, replication=3)
+    assert outcome["counts"] == outcome["expected"]
+    assert outcome["group_type"] == "streams" and outcome["shared"]
+    assert outcome["errors_a"] == outcome["errors_b"] == 0
