@@ -12,7 +12,7 @@ from __future__ import annotations
 from typing import Any, Callable
 
 from .differential import Body, Call, Ctx, Scenario
-from .scenarios import create_topic, group_id, group_ready
+from .scenarios import DESCRIBE_GROUPS, LIST_GROUPS, create_topic, group_id, group_ready, own_groups
 from .scenarios_kip848 import (CONSUMER_GROUP_HEARTBEAT, API_VERSIONS, api_range, hb_body, members_sorted, ok)
 
 STREAMS_GROUP_HEARTBEAT, STREAMS_GROUP_DESCRIBE = 88, 89
@@ -141,4 +141,15 @@ SCENARIOS_STREAMS: list[Scenario] = [
                                                             until=ok)),
       Call(STREAMS_GROUP_DESCRIBE, describe)),
     S("sg-describe-one-member", (*streams_topic(), joined()), Call(STREAMS_GROUP_DESCRIBE, describe)),
+
+    # --- what the other group APIs say of a streams group
+    S("sg-list-groups", (*streams_topic(), joined()),
+      Call(LIST_GROUPS, {"states_filter": [], "types_filter": []}, version=5), project=own_groups),
+    S("sg-list-groups-streams-only", (*streams_topic(), joined()),
+      Call(LIST_GROUPS, {"states_filter": [], "types_filter": ["streams"]}, version=5), project=own_groups),
+    S("sg-describe-groups-v6", (*streams_topic(), joined()),
+      Call(DESCRIBE_GROUPS, lambda c: {"groups": [group_id(c)], "include_authorized_operations": False},
+           version=6)),
+    S("sg-consumer-group-describe", (*streams_topic(), joined()),
+      Call(69, lambda c: {"group_ids": [group_id(c)], "include_authorized_operations": False})),
 ]
