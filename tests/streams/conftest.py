@@ -120,6 +120,11 @@ class StreamsInstance:
         finally:
             self.drain()
 
+    def kill(self) -> None:
+        """SIGKILL: no close, no commit, no leave; the group learns of it from the session timeout."""
+        self.proc.kill()
+        self.proc.wait(30)
+
     def stderr_tail(self, n: int = 4000) -> str:
         try:
             return self.stderr_path.read_text(errors="replace")[-n:]
@@ -129,18 +134,18 @@ class StreamsInstance:
 
 @pytest.fixture
 def streams_launcher(word_count_classpath: str, tmp_path: Path) -> Iterator:
-    """`launch(name, bootstrap, app_id, input, output, protocol, standbys)` starts a WordCount instance; all are
+    """`launch(name, bootstrap, app_id, input, output, protocol, standbys, guarantee)` starts a WordCount instance; all are
     closed at the end of the test."""
     started: list[StreamsInstance] = []
 
     def launch(name: str, bootstrap: str, app_id: str, source: str, sink: str, protocol: str,
-               standbys: int = 0) -> StreamsInstance:
+               standbys: int = 0, guarantee: str = "at_least_once") -> StreamsInstance:
         state_dir = tmp_path / f"state-{name}"
         err = tmp_path / f"{name}.stderr"
         proc = subprocess.Popen(
             [shutil.which("java") or "java", "-Dorg.slf4j.simpleLogger.defaultLogLevel=warn", "-cp",
              word_count_classpath, "WordCount", bootstrap, app_id, source, sink, protocol, str(state_dir),
-             str(standbys)], stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=err.open("w"), text=True)
+             str(standbys), guarantee], stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=err.open("w"), text=True)
         instance = StreamsInstance(name, proc, err)
 
         def read() -> None:

@@ -12,7 +12,8 @@ topic —, counts out) runs as two instances of one application id on a 4-partit
 With group.protocol=streams (KIP-1071) this drives StreamsGroupHeartbeat (the topology, internal topic
 creation by the coordinator, task assignment and revocation); with classic the consumer group protocol and
 Kafka Streams' own assignor. The outcome (exact counts, sharing, takeover, the group's type in ListGroups)
-must be the same on both brokers.
+must be the same on both brokers. Two more runs: the streams protocol on a three-broker odradek cluster, and
+exactly_once_v2 with instance A killed by SIGKILL instead of closed (on odradek and on Kafka 4.4).
 """
 
 from __future__ import annotations
@@ -80,7 +81,8 @@ def group_type(bootstrap: str, group: str) -> str | None:
     return None
 
 
-def run_word_count(bootstrap: str, launch: Callable, protocol: str, prefix: str, replication: int = 1) -> dict:
+def run_word_count(bootstrap: str, launch: Callable, protocol: str, prefix: str, replication: int = 1,
+                   kill: bool = False) -> dict:
     """The steps of the module docstring on one broker (or cluster); what was observed."""
     source, sink, app = f"{prefix}-in", f"{prefix}-out", f"{prefix}-app"
     admin = AdminClient({"bootstrap.servers": bootstrap})
@@ -89,7 +91,8 @@ def run_word_count(bootstrap: str, launch: Callable, protocol: str, prefix: str,
         future.result(30)
     lines = batch(0, 300)
     produce(bootstrap, source, lines, 0)
-    a = launch(f"{prefix}-a", bootstrap, app, source, sink, protocol)
+    guarantee = "exactly_once_v2" if kill else "at_least_once"
+    a = launch(f"{prefix}-a", bootstrap, app, source, sink, protocol, 0, guarantee)
 
     def has_tasks(instance, tasks: set[str]) -> bool:
         instance.drain()
@@ -97,7 +100,7 @@ def run_word_count(bootstrap: str, launch: Callable, protocol: str, prefix: str,
         return instance.active == tasks
 
     wait_until(lambda: has_tasks(a, ALL_TASKS), RUN_TIMEOUT_S, 0.2, "instance A running every task")
-    b = launch(f"{prefix}-b", bootstrap, app, source, sink, protocol)
+    b = launch(f"{prefix}-b", bootstrap, app, source, sink, protocol, 0, guarantee)
 
     def shared() -> bool:
         for i in (a, b):
@@ -110,8 +113,11 @@ def run_word_count(bootstrap: str, launch: Callable, protocol: str, prefix: str,
     more = batch(300, 200)
     produce(bootstrap, source, more, 300)
     lines += more
-    assert a.close() == 0, f"instance A did not close cleanly:\n{a.stderr_tail()}"
-    assert a.closed
+    if kill:
+        a.kill()  # its open transaction is aborted when B's producer takes over; its session times out
+    else:
+        assert a.close() == 0, f"instance A did not close cleanly:\n{a.stderr_tail()}"
+        assert a.closed
     wait_until(lambda: has_tasks(b, ALL_TASKS), RUN_TIMEOUT_S, 0.2, "instance B taking every task over")
     last = batch(500, 150)
     produce(bootstrap, source, last, 500)
@@ -160,3 +166,16 @@ def test_word_count_on_three_brokers(cluster_factory, streams_launcher):
     assert outcome["counts"] == outcome["expected"]
     assert outcome["group_type"] == "streams" and outcome["shared"]
     assert outcome["errors_a"] == outcome["errors_b"] == 0
+
+
+@pytest.mark.timeout(900)
+def test_word_count_exactly_once_survives_kill_9(broker, kafka_reference, streams_launcher):
+    """group.protocol=streams and exactly_once_v2: instance A is killed with SIGKILL while both run; B takes
+    its tasks over once A's session times out (45 s, the default on both brokers) and the counts, read with
+    read_committed, are still exact — on odradek and on Kafka 4.4."""
+    token = f"wck-{int(time.time() * 1000) % 10_000_000}"
+    ours = run_word_count(broker.bootstrap, streams_launcher, "streams", f"{token}-o", kill=True)
+    theirs = run_word_count(kafka_reference.bootstrap, streams_launcher, "streams", f"{token}-k", kill=True)
+    assert ours["counts"] == ours["expected"] == theirs["counts"] == theirs["expected"]
+    assert ours["shared"] and theirs["shared"]
+    assert ours["errors_b"] == theirs["errors_b"] == 0

@@ -2,6 +2,7 @@
 // against kafka-streams 4.4 from Maven Central (tests/streams/pom.xml).
 //
 //   java WordCount <bootstrap> <application.id> <input> <output> <group.protocol> <state.dir> <standbys>
+//                  [<processing.guarantee>]
 //
 // Lines read from <input> are split into words; each word's running count goes to <output> (key: word,
 // value: count as a decimal string). groupBy makes a repartition topic and count() a changelog topic, so
@@ -35,6 +36,7 @@ public class WordCount {
         props.put(StreamsConfig.GROUP_PROTOCOL_CONFIG, protocol);
         props.put(StreamsConfig.STATE_DIR_CONFIG, args[5]);
         props.put(StreamsConfig.NUM_STANDBY_REPLICAS_CONFIG, Integer.parseInt(args[6]));
+        if (args.length > 7) props.put(StreamsConfig.PROCESSING_GUARANTEE_CONFIG, args[7]);
         props.put(StreamsConfig.DEFAULT_KEY_SERDE_CLASS_CONFIG, Serdes.String().getClass());
         props.put(StreamsConfig.DEFAULT_VALUE_SERDE_CLASS_CONFIG, Serdes.String().getClass());
         props.put(StreamsConfig.COMMIT_INTERVAL_MS_CONFIG, 200);
