@@ -34,6 +34,14 @@ SUITES = {
     "test_aiokafka": ("aiokafka", "aiokafka"),
     "test_kcat": ("kcat (Debian, librdkafka)", None),
     "test_java": ("Java kafka-clients 3.9 (PyPI wheel)", None),
+    "test_streams_word_count": ("Kafka Streams 4.4 (Maven Central) word count, both group protocols, on odradek "
+                                "and Apache Kafka 4.4: two instances sharing tasks, one closed, exact counts", None),
+    "test_streams_groups_cluster": ("streams groups on three brokers: internal topics through ZooKeeper, the "
+                                    "group carried on by the next coordinator after a kill -9", None),
+    "test_streams_groups": ("KIP-1071 streams groups in virtual time: topology configuration, task assignor, "
+                            "reconciliation, timeouts, stored state", None),
+    "test_streams_group_protocol": ("the streams group protocol (KIP-1071) by raw requests: standby tasks, "
+                                    "revocation, coordinator restart, hostile input", None),
     "test_java4": ("Java kafka-clients 4.4 (Maven Central): producer, consumer, admin, transactions, groups", None),
     "test_franz": ("franz-go (kgo, kadm): produce/consume, cooperative-sticky groups, GroupTransactSession, admin", None),
     "test_compaction": ("log compaction: latest value per key, tombstones, keyless records, transactions, kill -9", "confluent-kafka"),

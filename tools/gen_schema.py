@@ -316,7 +316,10 @@ FROM_JAR = ("ConsumerGroupHeartbeatRequest", "ConsumerGroupHeartbeatResponse",
             "DeleteShareGroupStateRequest", "DeleteShareGroupStateResponse",
             "ReadShareGroupStateSummaryRequest", "ReadShareGroupStateSummaryResponse",
             "AlterShareGroupOffsetsRequest", "AlterShareGroupOffsetsResponse",
-            "DeleteShareGroupOffsetsRequest", "DeleteShareGroupOffsetsResponse")
+            "DeleteShareGroupOffsetsRequest", "DeleteShareGroupOffsetsResponse",
+            # the streams rebalance protocol (KIP-1071): not in 3.9
+            "StreamsGroupHeartbeatRequest", "StreamsGroupHeartbeatResponse",
+            "StreamsGroupDescribeRequest", "StreamsGroupDescribeResponse")
 
 
 def build(src, jar=None):

@@ -238,6 +238,22 @@ BROKER_PROPERTIES: dict[str, Property] = {
                      "(a comma-separated list of uniform and range)."),
         Property("group.consumer.max.size", _parse_int, 2147483647, _at_least(1),
                  doc="Most members one consumer-protocol group may hold (a count)."),
+        # the streams rebalance protocol (KIP-1071); Kafka's names and defaults
+        Property("group.streams.session.timeout.ms", _parse_int, 45000, _at_least(1),
+                 doc="A member of a streams group that sends no heartbeat for this long is removed and its tasks "
+                     "move on (milliseconds)."),
+        Property("group.streams.heartbeat.interval.ms", _parse_int, 5000, _at_least(1),
+                 doc="How often members of streams groups are told to heartbeat (milliseconds)."),
+        Property("group.streams.num.standby.replicas", _parse_int, 0, _at_least(0),
+                 doc="Standby copies of each task a streams group gets, unless the group's "
+                     "streams.num.standby.replicas says otherwise (a count)."),
+        Property("group.streams.max.standby.replicas", _parse_int, 2, _at_least(0),
+                 doc="Most standby replicas a streams group's streams.num.standby.replicas may ask for (a count)."),
+        Property("group.streams.initial.rebalance.delay.ms", _parse_int, 3000, _at_least(0),
+                 doc="How long a new streams group waits before its first task assignment, so that the instances "
+                     "starting together are assigned at once (milliseconds)."),
+        Property("group.streams.max.size", _parse_int, 2147483647, _at_least(1),
+                 doc="Most members one streams group may hold (a count)."),
         Property("telemetry.max.bytes", _parse_int, 1048576, _at_least(1),
                  doc="Largest client metrics payload a PushTelemetry may carry; odradek has no telemetry plugin and "
                      "drops what clients push (bytes)."),

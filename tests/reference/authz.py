@@ -52,6 +52,7 @@ API_NAMES = {**API_NAMES, 4: "LeaderAndIsr", 5: "StopReplica", 6: "UpdateMetadat
              76: "ShareGroupHeartbeat", 77: "ShareGroupDescribe", 78: "ShareFetch", 79: "ShareAcknowledge",
              81: "RemoveRaftVoter", 83: "InitializeShareGroupState", 84: "ReadShareGroupState",
              85: "WriteShareGroupState", 86: "DeleteShareGroupState", 87: "ReadShareGroupStateSummary",
+             88: "StreamsGroupHeartbeat", 89: "StreamsGroupDescribe",
              90: "DescribeShareGroupOffsets", 91: "AlterShareGroupOffsets", 92: "DeleteShareGroupOffsets"}
 
 

@@ -321,6 +321,16 @@ CASES: dict[int, list[Variant]] = {
                                          "subscribed_topic_names": ["alice-data"], "subscribed_topic_regex": None,
                                          "server_assignor": None, "topic_partitions": []}) for p in ("alice", "bob")],
     69: [v("four groups", lambda e: {"group_ids": list(GROUPS), "include_authorized_operations": True})],
+    88: [v(f"{p} group", lambda e, p=p: {
+        "group_id": f"{p}-st-{e.tag}", "member_id": member_uuid(e), "member_epoch": 0, "endpoint_information_epoch": 0,
+        "instance_id": None, "rack_id": None, "rebalance_timeout_ms": 10000, "topology": {"epoch": 0, "subtopologies": [
+            {"subtopology_id": "0", "source_topics": ["alice-data"], "source_topic_regex": [],
+             "state_changelog_topics": [], "repartition_sink_topics": [], "repartition_source_topics": [],
+             "copartition_groups": []}]}, "active_tasks": [], "standby_tasks": [], "warmup_tasks": [],
+        "process_id": "p", "user_endpoint": None, "client_tags": [], "task_offsets": None, "task_end_offsets": None,
+        "shutdown_application": False}) for p in ("alice", "bob")],
+    89: [v("four groups", lambda e: {"group_ids": list(GROUPS), "include_authorized_operations": True,
+                                     "include_topology_description": False})],
     74: [v("all types", lambda e: {"resource_types": []})],
     75: [v("six topics", lambda e: {"topics": [{"name": n} for n in LISTED_TOPICS], "response_partition_limit": 100,
                                     "cursor": None})],

@@ -39,6 +39,12 @@ KNOWN = [
     Known("offset-commit-unknown-group-with-member", r"error_code$", "3.9's classic group coordinator answers "
           "ILLEGAL_GENERATION to a commit with a generation for a group that does not exist; Kafka 4's new "
           "coordinator answers GROUP_ID_NOT_FOUND"),
+    Known("sg-heartbeat-join-copartition-index-out-of-range", r"^error_code$", "a copartition group naming a source "
+          "topic index the subtopology does not have: Kafka 4.4 fails with an internal error (UNKNOWN_SERVER_ERROR); "
+          "odradek refuses the topology (STREAMS_INVALID_TOPOLOGY)"),
+    Known("sg-heartbeat-join-duplicate-subtopology", r"^error_code$", "two subtopologies with one id: Kafka 4.4 "
+          "fails with an internal error (UNKNOWN_SERVER_ERROR); odradek refuses the topology "
+          "(STREAMS_INVALID_TOPOLOGY)"),
 ]
 
 

@@ -17,8 +17,9 @@ from .scenarios import SCENARIOS
 from .scenarios_configs import SCENARIOS_CONFIGS
 from .scenarios_kip848 import SCENARIOS_KIP848
 from .scenarios_share import SCENARIOS_SHARE
+from .scenarios_streams import SCENARIOS_STREAMS
 
-SCENARIOS = [*SCENARIOS, *SCENARIOS_KIP848, *SCENARIOS_CONFIGS, *SCENARIOS_SHARE]
+SCENARIOS = [*SCENARIOS, *SCENARIOS_KIP848, *SCENARIOS_CONFIGS, *SCENARIOS_SHARE, *SCENARIOS_STREAMS]
 
 RUN_TOKEN = secrets.token_hex(2)  # in every name a scenario creates, so reruns against a live Kafka don't clash
 

@@ -60,6 +60,7 @@ from odradek.coordinator.consumer_group import (
     grouped,
 )
 from odradek.coordinator.group import Group
+from odradek.coordinator.streams_group import StreamsGroup
 from odradek.coordinator.persistence import consumer_group_key, encode_consumer_group_value, group_key
 from odradek.protocol.errors import ErrorCode
 
@@ -176,7 +177,7 @@ class ConsumerGroupCoordinator:
             else:
                 body = self._heartbeat(req)
             group = self.groups.get(req.group_id)
-            if isinstance(group, ConsumerGroup):
+            if isinstance(group, ConsumerGroup) and not isinstance(group, StreamsGroup):
                 self._store(group)
             return body
         except HeartbeatError as exc:
@@ -185,7 +186,9 @@ class ConsumerGroupCoordinator:
 
     def _group_for(self, req: HeartbeatRequest) -> ConsumerGroup:
         group = self.groups.get(req.group_id)
-        if isinstance(group, ConsumerGroup) and not group.deleted:
+        if isinstance(group, StreamsGroup) and (group.members or req.member_epoch != 0):
+            raise HeartbeatError(ErrorCode.GROUP_ID_NOT_FOUND, f"Group {req.group_id} is not a consumer group.")
+        if isinstance(group, ConsumerGroup) and not isinstance(group, StreamsGroup) and not group.deleted:
             return group
         if isinstance(group, Group) and not group.is_empty:
             raise HeartbeatError(ErrorCode.GROUP_ID_NOT_FOUND, f"Group {req.group_id} is not a consumer group.")
@@ -194,7 +197,10 @@ class ConsumerGroupCoordinator:
             # not awaited) is better told to rejoin
             raise HeartbeatError(ErrorCode.UNKNOWN_MEMBER_ID,
                                  f"Member {req.member_id} is not a member of group {req.group_id}.")
-        converted = ConsumerGroup(req.group_id, state_timestamp_ms=self._now(), replaces_classic=group is not None)
+        converted = ConsumerGroup(req.group_id, state_timestamp_ms=self._now(),
+                                  replaces_classic=isinstance(group, Group))
+        if isinstance(group, StreamsGroup):  # an empty streams group: its record goes
+            self.classic.drop_group_record(group)
         if isinstance(group, Group):
             self.classic.discard_empty(group)
             log.info("group %s: empty classic group becomes a consumer group", req.group_id)

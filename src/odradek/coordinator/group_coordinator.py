@@ -47,6 +47,7 @@ from odradek.coordinator.persistence import (
     GroupValue,
     MemberValue,
     consumer_group_key,
+    streams_group_key,
     encode_group_value,
     group_key,
 )
@@ -310,12 +311,9 @@ class GroupCoordinator:
         if isinstance(group, ConsumerGroup):
             if group.members:
                 return _done(loop, join_error(ErrorCode.INCONSISTENT_GROUP_PROTOCOL, req.member_id))
-            # an empty consumer group (committed offsets only) becomes a classic group
+            # an empty consumer (or streams) group (committed offsets only) becomes a classic group
             del self.groups[req.group_id]
-            try:
-                self._persist(req.group_id, [(consumer_group_key(req.group_id), None)])
-            except Exception as exc:
-                log.warning("group %s: cannot remove its consumer group record: %s", req.group_id, exc)
+            self.drop_group_record(group)
             group = None
             log.info("group %s: empty consumer group becomes a classic group", req.group_id)
         if group is None and req.member_id:
@@ -588,6 +586,15 @@ class GroupCoordinator:
             group = self.groups.pop(group_id, None)
             if group is not None:
                 self._stop(group, ErrorCode.NOT_COORDINATOR)
+
+    def drop_group_record(self, group: ConsumerGroup) -> None:
+        """Tombstone the stored state of an empty consumer or streams group whose name goes to another protocol."""
+        key = streams_group_key(group.group_id) if group.protocol_type == "streams" else consumer_group_key(
+            group.group_id)
+        try:
+            self._persist(group.group_id, [(key, None)])
+        except Exception as exc:
+            log.warning("group %s: cannot remove its %s group record: %s", group.group_id, group.protocol_type, exc)
 
     def discard_empty(self, group: Group) -> None:
         """An empty classic group turns into a consumer group: forget it (its offsets stay)."""

@@ -39,6 +39,7 @@ from odradek.coordinator.offsets import OffsetStore
 from odradek.coordinator.persistence import (
     OffsetValue,
     consumer_group_key,
+    streams_group_key,
     encode_offset_value,
     group_key,
     offset_key,
@@ -237,7 +238,11 @@ class OffsetManager:
         gid = group.group_id
         tombstones: list[tuple[bytes, bytes | None]] = [
             (offset_key(gid, t, p), None) for t, p in self.store.partitions(gid)]
-        tombstones.append((consumer_group_key(gid) if isinstance(group, ConsumerGroup) else group_key(gid), None))
+        if isinstance(group, ConsumerGroup):
+            key = streams_group_key(gid) if group.protocol_type == "streams" else consumer_group_key(gid)
+        else:
+            key = group_key(gid)
+        tombstones.append((key, None))
         await self._write(gid, tombstones)
         self.store.delete_group(gid)
         group.transition(E.DEAD, self._now())

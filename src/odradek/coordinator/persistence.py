@@ -12,6 +12,7 @@ Keys (the first int16 is the key version, which also says what the record is)::
     ShareStateKey     version int16 = 1001, group string, topic_id 16 bytes, partition int32
                       (odradek's own; in `__share_group_state`, share_state.py)
     GroupConfigKey    version int16 = 1002, group string     (odradek's own)
+    StreamsGroupKey   version int16 = 1003, group string     (odradek's own; its value: streams_persistence.py)
 
 Values (a null value is a tombstone: the key was deleted)::
 
@@ -84,6 +85,7 @@ GROUP_KEY_VERSION = 2
 CONSUMER_GROUP_KEY_VERSION = 1000
 SHARE_STATE_KEY_VERSION = 1001
 GROUP_CONFIG_KEY_VERSION = 1002
+STREAMS_GROUP_KEY_VERSION = 1003  # odradek's own: the state of a streams group (streams_persistence.py)
 MAX_RECORDS_PER_BATCH = 500
 
 _I16 = struct.Struct(">h")
@@ -284,6 +286,10 @@ def consumer_group_key(group: str) -> bytes:
     return bytes(_Writer().i16(CONSUMER_GROUP_KEY_VERSION).string(group).buf)
 
 
+def streams_group_key(group: str) -> bytes:
+    return bytes(_Writer().i16(STREAMS_GROUP_KEY_VERSION).string(group).buf)
+
+
 _MEMBER_STATES = list(MemberState)
 
 
@@ -391,6 +397,8 @@ def decode_key(raw: bytes) -> Key | None:
         return ("share_state", r.string() or "", r.raw(16), r.i32())
     if version == GROUP_CONFIG_KEY_VERSION:
         return ("group_config", r.string() or "")
+    if version == STREAMS_GROUP_KEY_VERSION:
+        return ("streams_group", r.string() or "")
     return None  # a record type we do not know (e.g. a newer Kafka's): skipped
 
 

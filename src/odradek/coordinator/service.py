@@ -29,6 +29,8 @@ from typing import TYPE_CHECKING, Callable
 
 from odradek.config import ConfigError
 from odradek.coordinator.consumer_groups import ConsumerGroupConfig, ConsumerGroupCoordinator
+from odradek.coordinator.streams_groups import StreamsGroupConfig, StreamsGroupCoordinator
+from odradek.coordinator.streams_persistence import decode_streams_group_value
 from odradek.coordinator.group_coordinator import GroupConfig, GroupCoordinator
 from odradek.coordinator.offset_manager import OffsetManager
 from odradek.coordinator.offsets import OffsetStore
@@ -118,6 +120,14 @@ class Coordinator:
         ), self.scheduler, self.log.append, LocalPersister(self.share_coordinator), metadata)
         self.share_groups.owns = self.owns
         self.consumer_groups.group_config = self.share_groups.group_config
+        self.streams_groups = StreamsGroupCoordinator(StreamsGroupConfig(
+            session_timeout_ms=config.int("group.streams.session.timeout.ms"),
+            heartbeat_interval_ms=config.int("group.streams.heartbeat.interval.ms"),
+            num_standby_replicas=config.int("group.streams.num.standby.replicas"),
+            max_size=config.int("group.streams.max.size"),
+            initial_rebalance_delay_ms=config.int("group.streams.initial.rebalance.delay.ms"),
+        ), self.groups, metadata)
+        self.streams_groups.group_config = self.share_groups.group_config
         self.offsets = OffsetManager(self.groups, self.store, self.log.append, partition_exists,
                                      config.int("offset.metadata.max.bytes"),
                                      config.int("offsets.retention.minutes") * 60_000,
@@ -142,6 +152,7 @@ class Coordinator:
         """This broker now leads ``partition``: rebuild its groups and offsets from the log."""
         groups = {}
         consumer_groups: dict[str, bytes | None] = {}
+        streams_groups: dict[str, bytes | None] = {}
         offsets: dict[TxnOffsetKey, OffsetValue | None] = {}
         pending: dict[int, dict[TxnOffsetKey, OffsetValue | None]] = {}
         group_configs: dict[str, dict[str, str] | None] = {}
@@ -163,6 +174,8 @@ class Coordinator:
                     (pending.setdefault(rec.producer_id, {}) if rec.producer_id >= 0 else offsets)[k] = value
                 elif key[0] == "consumer_group":
                     consumer_groups[key[1]] = None if rec.value is None else rec.value
+                elif key[0] == "streams_group":
+                    streams_groups[key[1]] = None if rec.value is None else rec.value
                 elif key[0] == "group_config":
                     group_configs[key[1]] = None if rec.value is None else decode_group_config_value(rec.value)
                 else:
@@ -170,7 +183,7 @@ class Coordinator:
             except Exception:
                 log.warning("skipping an unreadable %s record", OFFSETS_TOPIC, exc_info=True)
         for group_id, value in groups.items():
-            if value is not None and consumer_groups.get(group_id) is None:
+            if value is not None and consumer_groups.get(group_id) is None and streams_groups.get(group_id) is None:
                 self.groups.restore(group_id, value)
         for group_id, raw in consumer_groups.items():
             if raw is not None:
@@ -178,6 +191,13 @@ class Coordinator:
                     self.consumer_groups.restore(decode_consumer_group_value(group_id, raw))
                 except Exception:
                     log.warning("group %s: its stored state is unreadable; members will rejoin", group_id,
+                                exc_info=True)
+        for group_id, raw in streams_groups.items():
+            if raw is not None:
+                try:
+                    self.streams_groups.restore(decode_streams_group_value(group_id, raw))
+                except Exception:
+                    log.warning("streams group %s: its stored state is unreadable; members will rejoin", group_id,
                                 exc_info=True)
         for (group_id, topic, p), value in offsets.items():
             if value is None:
@@ -196,7 +216,8 @@ class Coordinator:
         self.loaded.add(partition)
         log.log(logging.INFO if count else logging.DEBUG,
                 "%s-%d: loaded %d groups and %d committed offsets from %d records", OFFSETS_TOPIC, partition,
-                 sum(1 for g in groups.values() if g is not None) + sum(1 for g in consumer_groups.values() if g),
+                 sum(1 for g in groups.values() if g is not None) + sum(1 for g in consumer_groups.values() if g)
+                 + sum(1 for g in streams_groups.values() if g),
                  sum(1 for v in offsets.values() if v is not None),
                  count)
 

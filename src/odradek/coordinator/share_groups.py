@@ -116,6 +116,18 @@ GROUP_CONFIGS: dict[str, tuple[Callable[[str], bool], str, str]] = {
     "consumer.heartbeat.interval.ms": (_positive_int, "group.consumer.heartbeat.interval.ms",
                                        "How often members of this consumer-protocol group are told to heartbeat "
                                        "(milliseconds)."),
+    "streams.session.timeout.ms": (_positive_int, "group.streams.session.timeout.ms",
+                                   "A member of this streams group that sends no heartbeat for this long is "
+                                   "removed (milliseconds)."),
+    "streams.heartbeat.interval.ms": (_positive_int, "group.streams.heartbeat.interval.ms",
+                                      "How often members of this streams group are told to heartbeat "
+                                      "(milliseconds)."),
+    "streams.initial.rebalance.delay.ms": (lambda v: v.isdigit(), "group.streams.initial.rebalance.delay.ms",
+                                           "How long this streams group, when new, waits before its first task "
+                                           "assignment (milliseconds)."),
+    "streams.num.standby.replicas": (lambda v: v.isdigit() and int(v) <= 2, "group.streams.num.standby.replicas",
+                                     "Standby copies of each task of this streams group (0 to "
+                                     "group.streams.max.standby.replicas, 2)."),
 }
 
 

@@ -93,6 +93,8 @@ class ApiKey(IntEnum):
     WRITE_SHARE_GROUP_STATE = 85
     DELETE_SHARE_GROUP_STATE = 86
     READ_SHARE_GROUP_STATE_SUMMARY = 87
+    STREAMS_GROUP_HEARTBEAT = 88
+    STREAMS_GROUP_DESCRIBE = 89
     DESCRIBE_SHARE_GROUP_OFFSETS = 90
     ALTER_SHARE_GROUP_OFFSETS = 91
     DELETE_SHARE_GROUP_OFFSETS = 92
@@ -190,6 +192,8 @@ API_INDEX = {
     85: (0, 1, 0, 0),
     86: (0, 0, 0, 0),
     87: (0, 1, 0, 0),
+    88: (0, 1, 0, 0),
+    89: (0, 1, 0, 0),
     90: (0, 1, 0, 0),
     91: (0, 0, 0, 0),
     92: (0, 0, 0, 0),

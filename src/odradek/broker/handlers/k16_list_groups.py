@@ -2,7 +2,8 @@
 
 Every group this coordinator knows (also Empty ones that only hold offsets), with protocol type, state
 (v4+) and type (v5: "classic", "consumer" for groups of the KIP-848 protocol, whose states are Empty,
-Assigning, Reconciling and Stable, or "share" for share groups of KIP-932, Empty or Stable). v4+ `states_filter` and v5 `types_filter` keep only the matching groups
+Assigning, Reconciling and Stable, "streams" for groups of the streams protocol of KIP-1071, whose states
+add NotReady, or "share" for share groups of KIP-932, Empty or Stable). v4+ `states_filter` and v5 `types_filter` keep only the matching groups
 (case-insensitive; an empty filter keeps all).
 """
 
@@ -10,6 +11,7 @@ from odradek.security.authorizer import CLUSTER_NAME, Operation as Op, ResourceT
 from odradek.broker.context import RequestContext
 from odradek.broker.registry import handler
 from odradek.coordinator.consumer_group import ConsumerGroup
+from odradek.coordinator.streams_group import StreamsGroup
 from odradek.coordinator.group import GroupState
 from odradek.protocol.api_keys import ApiKey
 
@@ -26,7 +28,8 @@ def list_groups(ctx: RequestContext, request: dict) -> dict:
             continue
         if states and group.state.value.lower() not in states:
             continue
-        kind = "consumer" if isinstance(group, ConsumerGroup) else "classic"
+        kind = "streams" if isinstance(group, StreamsGroup) else (
+            "consumer" if isinstance(group, ConsumerGroup) else "classic")
         if types and kind not in types:
             continue
         out.append({"group_id": group.group_id, "protocol_type": group.protocol_type or "",

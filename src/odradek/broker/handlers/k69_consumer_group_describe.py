@@ -5,13 +5,14 @@ next target assignment comes from, and per member its epoch, subscription (names
 assignment (what it owns, partitions it has still to revoke included) and target assignment, each partition
 set named by topic id and name (a member without a regex shows an empty one, as Kafka); v1 adds the member type
 (1: consumer protocol; odradek's consumer groups have no classic members). An unknown group, a classic
-group and a share group are answered GROUP_ID_NOT_FOUND with Kafka's message; `authorized_operations` as DescribeGroups.
+group, a streams group (KIP-1071) and a share group are answered GROUP_ID_NOT_FOUND with Kafka's message; `authorized_operations` as DescribeGroups.
 """
 
 from odradek.security.authorizer import Operation as Op, ResourceType as Res
 from odradek.broker.context import RequestContext
 from odradek.broker.registry import handler
 from odradek.coordinator.consumer_group import ConsumerGroup, grouped
+from odradek.coordinator.streams_group import StreamsGroup
 from odradek.protocol.api_keys import ApiKey
 from odradek.protocol.errors import ErrorCode
 
@@ -66,7 +67,7 @@ def consumer_group_describe(ctx: RequestContext, request: dict) -> dict:
         if group is None or group.is_("Dead"):
             out.append(failed_group(gid, ErrorCode.GROUP_ID_NOT_FOUND, f"Group {gid} not found."))
             continue
-        if not isinstance(group, ConsumerGroup):
+        if not isinstance(group, ConsumerGroup) or isinstance(group, StreamsGroup):
             out.append(failed_group(gid, ErrorCode.GROUP_ID_NOT_FOUND, f"Group {gid} is not a consumer group."))
             continue
         members = [{
