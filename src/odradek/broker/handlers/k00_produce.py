@@ -50,8 +50,11 @@ no open transaction at that epoch), the partition asks the transaction's coordin
 producer no longer does itself; older versions, with `transaction.partition.verification.enable` (the
 default), whether the producer added it, so that a write delayed past the end of its transaction cannot open
 a new one. Not in the transaction → TRANSACTION_ABORTABLE (v11+; INVALID_TXN_STATE before), a stale epoch →
-INVALID_PRODUCER_EPOCH, an unknown producer → INVALID_PRODUCER_ID_MAPPING; a coordinator that is busy
-(CONCURRENT_TRANSACTIONS), moving or unreachable → NOT_ENOUGH_REPLICAS, which producers retry.
+INVALID_PRODUCER_EPOCH, an unknown producer → INVALID_PRODUCER_ID_MAPPING; a coordinator that is moving or
+unreachable → NOT_ENOUGH_REPLICAS, which producers retry, and so is one that is busy with another change of
+the transaction (CONCURRENT_TRANSACTIONS) before v12. A v12 add waits for that change (up to 5 s: a v2
+producer's first writes to several partitions reach their leaders at once, each adding its partition;
+Kafka's brokers retry the add) and, if it is still busy, gets CONCURRENT_TRANSACTIONS itself, as from Kafka.
 Nothing of a refused partition is written.
 Compacted topics (`cleanup.policy` holding `compact`, also when set later by (Incremental)AlterConfigs,
 read per request): a record set with a record whose key is null → INVALID_RECORD for the partition, nothing
@@ -163,7 +166,9 @@ async def _produce_in_transaction(ctx: RequestContext, request: dict,
     for (producer_id, epoch), partitions in by_producer.items():
         answers = await ctx.broker.in_transaction(txn_id, producer_id, epoch, partitions, add)
         for tp, error in answers.items():
-            if error in _COORDINATOR_RETRIABLE:
+            if error == ErrorCode.CONCURRENT_TRANSACTIONS and add:
+                answered[tp] = error  # Kafka 4.4 hands a v2 producer the code itself: it retries it
+            elif error in _COORDINATOR_RETRIABLE:
                 answered[tp] = ErrorCode.NOT_ENOUGH_REPLICAS
             elif error == ErrorCode.INVALID_TXN_STATE:
                 answered[tp] = ErrorCode.TRANSACTION_ABORTABLE if ctx.api_version >= 11 else ErrorCode.INVALID_TXN_STATE
