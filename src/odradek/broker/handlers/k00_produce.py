@@ -58,9 +58,10 @@ Kafka's brokers retry the add) and, if it is still busy, gets CONCURRENT_TRANSAC
 Nothing of a refused partition is written.
 Compacted topics (`cleanup.policy` holding `compact`, also when set later by (Incremental)AlterConfigs,
 read per request): a record set with a record whose key is null → INVALID_RECORD for the partition, nothing
-written, as Kafka does; the check walks each record's header varints (records/codec.py
-`has_keyless_record`, on a worker thread with the other checks of a large compressed set), and other topics
-skip it. The log cleaner: storage/cleaner.py, docs/compaction.md.
+written, as Kafka does, with each keyless record of the batch named in `record_errors` (KIP-467, v8+: the
+client fails those records and retries the others) and Kafka's error message; the check walks each record's
+header varints (records/codec.py `keyless_record_indexes`, on a worker thread with the other checks of a
+large compressed set), and other topics skip it. The log cleaner: storage/cleaner.py, docs/compaction.md.
 """
 
 import asyncio
@@ -78,7 +79,7 @@ from odradek.protocol.api_keys import ApiKey
 from odradek.protocol.errors import ErrorCode
 from odradek.records import legacy
 from odradek.records.batch import BatchHeader, InvalidRecordError, set_log_append_time
-from odradek.records.codec import has_keyless_record, recompress, validate_produced
+from odradek.records.codec import keyless_record_indexes, recompress, validate_produced
 from odradek.records.compression import COMPRESSION_TYPES
 from odradek.storage.producer_state import (
     InvalidProducerEpochError,
@@ -293,6 +294,23 @@ def _result(index: int, error: int, message: str | None = None, base_offset: int
     }
 
 
+KEYLESS_IN_COMPACTED = "Compacted topic cannot accept message without key in topic partition {}"
+
+
+def _record_errors(topic_name: str, index: int, refused: InvalidRecordError, log_start_offset: int) -> dict:
+    """A partition refused for some of its records (KIP-467, v8+): each named in record_errors with its
+    message, and the partition's error message listing the first three, in Kafka's words; the log start
+    offset is reported as Kafka does for a record it rejects."""
+    message = str(refused).format(f"{topic_name}-{index}")
+    errors = [{"batch_index": i, "batch_index_error_message": message} for i in refused.record_indexes]
+    shown = ", ".join(f"RecordError(batchIndex={i}, message='{message}')" for i in refused.record_indexes[:3])
+    result = _result(index, refused.error_code,
+                     f"One or more records have been rejected due to {len(errors)} record errors in total, and "
+                     f"only showing the first three errors at most: [{shown}]", log_start_offset=log_start_offset)
+    result["record_errors"] = errors
+    return result
+
+
 def _max_batch_bytes(ctx: RequestContext, topic_name: str, index: int) -> int | None:
     """The topic's max.message.bytes, or None when this broker does not lead the partition."""
     broker = ctx.broker
@@ -322,9 +340,10 @@ def _check_or_error(records: bytes | memoryview, api_version: int, max_bytes: in
         batches = validate_produced(buf, max_bytes, decompressed_budget=budget)
         if any(header.is_control for _, header in batches):
             raise InvalidRecordError(ErrorCode.INVALID_RECORD, "control batches may not be produced")
-        if compacted and has_keyless_record(buf, batches):
+        keyless = keyless_record_indexes(buf, batches) if compacted else None
+        if keyless:
             # Kafka's LogValidator: a compacted topic takes only keyed records; nothing of the set is written
-            raise InvalidRecordError(ErrorCode.INVALID_RECORD, "Compacted topic cannot accept message without key")
+            raise InvalidRecordError(ErrorCode.INVALID_RECORD, KEYLESS_IN_COMPACTED, keyless)
         if stored_codec is not None and any(header.compression != stored_codec for _, header in batches):
             buf = recompress(buf, batches, stored_codec)
             batches = validate_produced(buf, max_bytes)
@@ -354,6 +373,8 @@ def _append(ctx: RequestContext, topic_name: str, index: int, records, acks: int
                                   COMPRESSION_TYPES.get(configs["compression.type"]),
                                   "compact" in configs["cleanup.policy"])
     if isinstance(checked, InvalidRecordError):
+        if checked.record_indexes:
+            return _record_errors(topic_name, index, checked, partition.log.log_start_offset)
         return _result(index, checked.error_code, str(checked))
     buf, batches = checked
     append_time = -1
