@@ -587,11 +587,15 @@ def zigzag(n: int) -> bytes:
 
 
 def record_batch(values: Sequence[bytes], timestamp: int, producer_id: int = -1, producer_epoch: int = -1,
-                 base_sequence: int = -1, attributes: int = 0, corrupt_crc: bool = False) -> bytes:
-    """A RecordBatch v2 of uncompressed records with no keys or headers, all at `timestamp`."""
+                 base_sequence: int = -1, attributes: int = 0, corrupt_crc: bool = False,
+                 keys: Sequence[bytes | None] | None = None) -> bytes:
+    """A RecordBatch v2 of uncompressed records without headers, all at `timestamp`; no keys unless `keys`
+    (one per value, None for a null key)."""
     records = bytearray()
     for i, value in enumerate(values):
-        body = b"\x00" + zigzag(0) + zigzag(i) + zigzag(-1) + zigzag(len(value)) + value + zigzag(0)
+        key = keys[i] if keys is not None else None
+        key_field = zigzag(-1) if key is None else zigzag(len(key)) + key
+        body = b"\x00" + zigzag(0) + zigzag(i) + key_field + zigzag(len(value)) + value + zigzag(0)
         records += zigzag(len(body)) + body
     n = len(values)
     after_crc = struct.pack(">hiqqqhii", attributes, n - 1, timestamp, timestamp, producer_id, producer_epoch,

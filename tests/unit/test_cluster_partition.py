@@ -360,8 +360,22 @@ def test_lagging_isr_with_explicit_times(plog: PartitionLog) -> None:
     assert partition.followers[3].last_caught_up_ms == 1000
     assert partition.lagging_isr(11_000, max_lag_ms=10_000) == []  # exactly max_lag is not too long
     assert partition.lagging_isr(11_001, max_lag_ms=10_000) == [3]
+    # 2 holds the whole log: in sync however long ago it fetched (Kafka's rule), until the log grows past it
+    assert partition.lagging_isr(15_001, max_lag_ms=10_000) == [3]
+    produce(partition, 1)
     assert partition.lagging_isr(15_001, max_lag_ms=10_000) == [2, 3]
     assert partition.lagging_isr(1_000_000, max_lag_ms=10_000_000) == []
+
+
+def test_a_follower_holding_the_whole_log_stays_in_sync_when_its_fetches_are_late(plog: PartitionLog) -> None:
+    # A follower on a loaded host fetches late, but an idle partition has nothing it could lag behind: Kafka
+    # counts a replica at the leader's log end as caught up whatever its last catch-up time.
+    partition = leader(plog, [1, 2], epoch=0, now=1000)
+    produce(partition, 5)
+    partition.update_follower(2, 5, 2000)
+    assert partition.lagging_isr(60_000, max_lag_ms=10_000) == []
+    produce(partition, 1)
+    assert partition.lagging_isr(60_000, max_lag_ms=10_000) == [2]
 
 
 def test_a_follower_reaching_the_previous_fetchs_leader_end_counts_as_caught_up_then(plog: PartitionLog) -> None:

@@ -504,3 +504,44 @@ def test_records_with_pending_offsets_of_an_earlier_version_still_decode() -> No
         decode_value("tx", old[:-3])  # cut inside the pending offset
     with pytest.raises(ValueError):
         decode_value("tx", old + b"\0")
+
+
+@run
+async def test_a_leaders_add_waits_for_another_change_of_the_id_in_flight(env: Env, short_waits: None) -> None:
+    """Transactions v2: a producer's first writes reach several partition leaders at once, and each adds its
+    partition (Produce v12). An add from a leader (``wait``) waits for another leader's add being written,
+    and for the completion of the previous transaction, instead of answering CONCURRENT_TRANSACTIONS (which
+    the produce would answer as NOT_ENOUGH_REPLICAS); a client's add (no ``wait``) still gets it at once."""
+    c = env.coordinator()
+    _, pid, epoch = await c.init_producer_id("t", 10000, -1, -1, FENCED)
+    first = asyncio.ensure_future(c.add_partitions("t", pid, epoch, [DATA], FENCED, wait=True))
+    await asyncio.sleep(0)  # its state write is in flight
+    assert await c.add_partitions("t", pid, epoch, [OFFSETS], FENCED) == ErrorCode.CONCURRENT_TRANSACTIONS
+    assert await c.add_partitions("t", pid, epoch, [OFFSETS], FENCED, wait=True) == 0
+    assert await first == 0
+    assert c.describe("t").partitions == {DATA, OFFSETS}
+    env.produce(pid, epoch, 0)
+    env.markers.gate = asyncio.Event()  # the markers of the commit are held back
+    error, pid, bumped = await c.end_txn("t", pid, epoch, True, FENCED, bump=True)
+    assert (error, bumped) == (0, epoch + 1) and c.describe("t").state == S.PREPARE_COMMIT
+    waiting = asyncio.ensure_future(c.add_partitions("t", pid, bumped, [DATA], FENCED, wait=True))
+    await asyncio.sleep(0.05)
+    assert not waiting.done(), "the add waits for the markers of the previous transaction"
+    env.markers.gate.set()
+    assert await waiting == 0
+    m = c.describe("t")
+    assert (m.state, m.producer_epoch, m.partitions) == (S.ONGOING, bumped, {DATA})
+
+
+@run
+async def test_a_leaders_add_gives_up_waiting_after_its_deadline(env: Env, short_waits: None,
+                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(transactions, "ADD_WAIT_S", 0.05)
+    c = env.coordinator()
+    pid, epoch = await env.open_transaction(c, 10000)
+    env.markers.gate = asyncio.Event()
+    error, pid, bumped = await c.end_txn("t", pid, epoch, True, FENCED, bump=True)
+    assert error == 0
+    assert await c.add_partitions("t", pid, bumped, [DATA], FENCED, wait=True) == ErrorCode.CONCURRENT_TRANSACTIONS
+    env.markers.gate.set()
+    await completed(c, "t", S.COMPLETE_COMMIT)

@@ -389,7 +389,7 @@ class Broker:
                 return dict.fromkeys(partitions, ErrorCode.COORDINATOR_LOAD_IN_PROGRESS)
             if add:
                 return dict.fromkeys(partitions, await coordinator.add_partitions(
-                    txn_id, producer_id, producer_epoch, partitions, fenced))
+                    txn_id, producer_id, producer_epoch, partitions, fenced, wait=True))
             return coordinator.verify(txn_id, producer_id, producer_epoch, partitions, fenced)
         client = self.cluster.client_for(node.node_id, "txn-verify")
         if client is None:

@@ -280,13 +280,18 @@ class Partition:
         return self.maybe_increment_hw()
 
     def lagging_isr(self, now_ms: int, max_lag_ms: int) -> list[int]:
-        """ISR members that have not caught up for more than ``max_lag_ms`` (replica.lag.time.max.ms)."""
+        """ISR members that have not caught up for more than ``max_lag_ms`` (replica.lag.time.max.ms). A
+        follower that holds the whole log is in sync however long ago it last fetched (Kafka's rule: an idle
+        partition, or a follower whose next fetch is late on a busy host, keeps its ISR)."""
         out = []
+        end = self.log.log_end_offset
         for replica in self.isr:
             if replica == self.local_id:
                 continue
             progress = self.followers.get(replica)
-            if progress is None or now_ms - progress.last_caught_up_ms > max_lag_ms:
+            if progress is None:
+                out.append(replica)
+            elif progress.log_end_offset != end and now_ms - progress.last_caught_up_ms > max_lag_ms:
                 out.append(replica)
         return out
 

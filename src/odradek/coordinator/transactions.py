@@ -76,6 +76,13 @@ MAX_EPOCH = 32767
 # on CONCURRENT_TRANSACTIONS.
 END_TXN_WAIT_S = 5.0
 MARKER_RETRY_S = 0.5
+# How long a partition leader's add of a partition to a transaction (transactions v2: a producer's first write
+# to the partition in the transaction) waits for another change of the same id to finish rather than answer
+# CONCURRENT_TRANSACTIONS: a v2 producer's first writes reach several leaders at once, and each of them adds
+# its partition. Kafka's brokers retry such an add (`add.partitions.to.txn.retry.backoff.ms`, up to
+# `add.partitions.to.txn.retry.backoff.max.ms`, 100 ms) before the produce is refused with
+# NOT_ENOUGH_REPLICAS; a state write here, replicated to the ISR, may take longer than that on a loaded host.
+ADD_WAIT_S = 5.0
 S = TxnState
 
 
@@ -96,6 +103,35 @@ class StateWriteError(Exception):
     """The new state could not be written (storage error, or this broker stopped leading the partition)."""
 
 
+class _BusyIds:
+    """Transactional ids with a state write in flight, and what waits for an id to be free again: woken when
+    its write ends (and by the end of its completion, `wake`), after which the waiter looks again."""
+
+    def __init__(self) -> None:
+        self._ids: set[str] = set()
+        self._waiters: dict[str, list[asyncio.Future]] = {}
+
+    def __contains__(self, txn_id: object) -> bool:
+        return txn_id in self._ids
+
+    def add(self, txn_id: str) -> None:
+        self._ids.add(txn_id)
+
+    def discard(self, txn_id: str) -> None:
+        self._ids.discard(txn_id)
+        self.wake(txn_id)
+
+    def wake(self, txn_id: str) -> None:
+        for waiter in self._waiters.pop(txn_id, ()):
+            if not waiter.done():
+                waiter.set_result(None)
+
+    def waiter(self, txn_id: str) -> asyncio.Future:
+        waiter = asyncio.get_running_loop().create_future()
+        self._waiters.setdefault(txn_id, []).append(waiter)
+        return waiter
+
+
 class TransactionCoordinator:
     def __init__(self, config, txn_log: OffsetsTopicLog, allocate_producer_id: Callable[[], Awaitable[int]],
                  markers: MarkerWriter, offsets_partition: Callable[[str], int], clock_ms: Callable[[], int],
@@ -113,7 +149,7 @@ class TransactionCoordinator:
         self.id_expiration_ms = config.int("transactional.id.expiration.ms")
         self.txns: dict[str, TxnMetadata] = {}
         self.loaded: dict[int, int] = {}  # partition -> coordinator epoch (its leader epoch when loaded)
-        self._writing: set[str] = set()  # ids with a state write in flight
+        self._writing = _BusyIds()  # ids with a state write in flight
         self._completions: dict[str, asyncio.Task] = {}
         self._background: set[asyncio.Task] = set()
         self._next_abort_check_ms = 0
@@ -258,9 +294,22 @@ class TransactionCoordinator:
         return 0, m
 
     async def add_partitions(self, txn_id: str, producer_id: int, epoch: int, partitions: Iterable[tuple[str, int]],
-                             fenced: int) -> int:
-        """Add partitions (existence already checked by the handler) to the transaction."""
+                             fenced: int, wait: bool = False) -> int:
+        """Add partitions (existence already checked by the handler) to the transaction. With ``wait`` (the
+        add of a partition leader, transactions v2), a change of the id in flight (another leader's add, the
+        end of the previous transaction) is waited for, up to ADD_WAIT_S, rather than answered with
+        CONCURRENT_TRANSACTIONS."""
+        partitions = list(partitions)
         error, m = self.check(txn_id, producer_id, epoch, fenced)
+        if error == ErrorCode.CONCURRENT_TRANSACTIONS and wait:
+            loop = asyncio.get_running_loop()
+            deadline = loop.time() + ADD_WAIT_S
+            while error == ErrorCode.CONCURRENT_TRANSACTIONS and loop.time() < deadline:
+                try:
+                    await asyncio.wait_for(self._writing.waiter(txn_id), deadline - loop.time())
+                except asyncio.TimeoutError:
+                    break
+                error, m = self.check(txn_id, producer_id, epoch, fenced)
         if error:
             return error
         assert m is not None
@@ -387,7 +436,13 @@ class TransactionCoordinator:
         if txn_id in self._completions:
             return
         task = self._completions[txn_id] = self._spawn(self._complete(m))
-        task.add_done_callback(lambda _: self._completions.pop(txn_id, None) if self._completions.get(txn_id) is task else None)
+
+        def finished(_: asyncio.Task) -> None:
+            if self._completions.get(txn_id) is task:
+                del self._completions[txn_id]
+            self._writing.wake(txn_id)
+
+        task.add_done_callback(finished)
 
     async def _complete(self, m: TxnMetadata) -> None:
         """Write the markers (retrying until every partition has one), then the Complete* state."""

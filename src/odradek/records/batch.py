@@ -53,9 +53,11 @@ NO_PRODUCER_ID = -1
 class InvalidRecordError(Exception):
     """A batch that must be refused; ``error_code`` is the Kafka error code to answer with."""
 
-    def __init__(self, error_code: int, message: str) -> None:
+    def __init__(self, error_code: int, message: str, record_indexes: list[int] | None = None) -> None:
         super().__init__(message)
         self.error_code = error_code
+        # the records at fault, by index in their batch (KIP-467: the client fails those and may retry the rest)
+        self.record_indexes = record_indexes or []
 
 
 # Kafka error codes used here (kept local so records/ does not depend on protocol/).

@@ -405,7 +405,14 @@ def validate_produced(buf: bytes | bytearray | memoryview, max_batch_bytes: int 
 
 
 def has_keyless_record(buf: bytes | bytearray | memoryview, batches: list[tuple[int, BatchHeader]]) -> bool:
-    """Whether a record of the (checked) batches has a null key: a compacted topic refuses it (INVALID_RECORD).
+    """Whether a record of the (checked) batches has a null key: a compacted topic refuses it (INVALID_RECORD)."""
+    return bool(keyless_record_indexes(buf, batches))
+
+
+def keyless_record_indexes(buf: bytes | bytearray | memoryview, batches: list[tuple[int, BatchHeader]]) -> list[int]:
+    """The indexes, within their batch, of the null-key records of the first (checked) batch that has any; []
+    when none has. A compacted topic refuses them and names each (KIP-467 record errors; Kafka's LogValidator
+    stops at the first batch with errors).
 
     Reads each record's length, attributes, two deltas and key length, then jumps to the next record, so it
     costs a few varint reads per record (plus the decompression of compressed batches)."""
@@ -415,16 +422,19 @@ def has_keyless_record(buf: bytes | bytearray | memoryview, batches: list[tuple[
             limit = _codecs.decompressed_limit(len(body), _codecs.READ_FLOOR_BYTES)
             body = memoryview(_codecs.decompress(header.compression, body, limit=limit))
         p = 0
-        for _ in range(header.records_count):
+        keyless = []
+        for index in range(header.records_count):
             length, p = decode_varint(body, p)
             end = p + length
             p = decode_varint(body, p + 1)[1]  # attributes, timestamp delta
             p = decode_varint(body, p)[1]  # offset delta
             key_length, _ = decode_varint(body, p)
             if key_length < 0:
-                return True
+                keyless.append(index)
             p = end
-    return False
+        if keyless:
+            return keyless
+    return []
 
 
 def decode_batch(buf: bytes | bytearray | memoryview, pos: int = 0) -> tuple[BatchHeader, list[Record]]:

@@ -51,14 +51,18 @@ no open transaction at that epoch), the partition asks the transaction's coordin
 producer no longer does itself; older versions, with `transaction.partition.verification.enable` (the
 default), whether the producer added it, so that a write delayed past the end of its transaction cannot open
 a new one. Not in the transaction → TRANSACTION_ABORTABLE (v11+; INVALID_TXN_STATE before), a stale epoch →
-INVALID_PRODUCER_EPOCH, an unknown producer → INVALID_PRODUCER_ID_MAPPING; a coordinator that is busy
-(CONCURRENT_TRANSACTIONS), moving or unreachable → NOT_ENOUGH_REPLICAS, which producers retry.
+INVALID_PRODUCER_EPOCH, an unknown producer → INVALID_PRODUCER_ID_MAPPING; a coordinator that is moving or
+unreachable → NOT_ENOUGH_REPLICAS, which producers retry, and so is one that is busy with another change of
+the transaction (CONCURRENT_TRANSACTIONS) before v12. A v12 add waits for that change (up to 5 s: a v2
+producer's first writes to several partitions reach their leaders at once, each adding its partition;
+Kafka's brokers retry the add) and, if it is still busy, gets CONCURRENT_TRANSACTIONS itself, as from Kafka.
 Nothing of a refused partition is written.
 Compacted topics (`cleanup.policy` holding `compact`, also when set later by (Incremental)AlterConfigs,
 read per request): a record set with a record whose key is null → INVALID_RECORD for the partition, nothing
-written, as Kafka does; the check walks each record's header varints (records/codec.py
-`has_keyless_record`, on a worker thread with the other checks of a large compressed set), and other topics
-skip it. The log cleaner: storage/cleaner.py, docs/compaction.md.
+written, as Kafka does, with each keyless record of the batch named in `record_errors` (KIP-467, v8+: the
+client fails those records and retries the others) and Kafka's error message; the check walks each record's
+header varints (records/codec.py `keyless_record_indexes`, on a worker thread with the other checks of a
+large compressed set), and other topics skip it. The log cleaner: storage/cleaner.py, docs/compaction.md.
 """
 
 import asyncio
@@ -76,7 +80,7 @@ from odradek.protocol.api_keys import ApiKey
 from odradek.protocol.errors import ErrorCode
 from odradek.records import legacy
 from odradek.records.batch import BatchHeader, InvalidRecordError, set_log_append_time
-from odradek.records.codec import has_keyless_record, recompress, validate_produced
+from odradek.records.codec import keyless_record_indexes, recompress, validate_produced
 from odradek.records.compression import COMPRESSION_TYPES
 from odradek.storage.producer_state import (
     InvalidProducerEpochError,
@@ -179,7 +183,9 @@ async def _produce_in_transaction(ctx: RequestContext, request: dict,
     for (producer_id, epoch), partitions in by_producer.items():
         answers = await ctx.broker.in_transaction(txn_id, producer_id, epoch, partitions, add)
         for tp, error in answers.items():
-            if error in _COORDINATOR_RETRIABLE:
+            if error == ErrorCode.CONCURRENT_TRANSACTIONS and add:
+                answered[tp] = error  # Kafka 4.4 hands a v2 producer the code itself: it retries it
+            elif error in _COORDINATOR_RETRIABLE:
                 answered[tp] = ErrorCode.NOT_ENOUGH_REPLICAS
             elif error == ErrorCode.INVALID_TXN_STATE:
                 answered[tp] = ErrorCode.TRANSACTION_ABORTABLE if ctx.api_version >= 11 else ErrorCode.INVALID_TXN_STATE
@@ -308,6 +314,23 @@ def _result(index: int, error: int, message: str | None = None, base_offset: int
     }
 
 
+KEYLESS_IN_COMPACTED = "Compacted topic cannot accept message without key in topic partition {}"
+
+
+def _record_errors(topic_name: str, index: int, refused: InvalidRecordError, log_start_offset: int) -> dict:
+    """A partition refused for some of its records (KIP-467, v8+): each named in record_errors with its
+    message, and the partition's error message listing the first three, in Kafka's words; the log start
+    offset is reported as Kafka does for a record it rejects."""
+    message = str(refused).format(f"{topic_name}-{index}")
+    errors = [{"batch_index": i, "batch_index_error_message": message} for i in refused.record_indexes]
+    shown = ", ".join(f"RecordError(batchIndex={i}, message='{message}')" for i in refused.record_indexes[:3])
+    result = _result(index, refused.error_code,
+                     f"One or more records have been rejected due to {len(errors)} record errors in total, and "
+                     f"only showing the first three errors at most: [{shown}]", log_start_offset=log_start_offset)
+    result["record_errors"] = errors
+    return result
+
+
 def _max_batch_bytes(ctx: RequestContext, topic_name: str, index: int) -> int | None:
     """The topic's max.message.bytes, or None when this broker does not lead the partition."""
     broker = ctx.broker
@@ -337,9 +360,10 @@ def _check_or_error(records: bytes | memoryview, api_version: int, max_bytes: in
         batches = validate_produced(buf, max_bytes, decompressed_budget=budget)
         if any(header.is_control for _, header in batches):
             raise InvalidRecordError(ErrorCode.INVALID_RECORD, "control batches may not be produced")
-        if compacted and has_keyless_record(buf, batches):
+        keyless = keyless_record_indexes(buf, batches) if compacted else None
+        if keyless:
             # Kafka's LogValidator: a compacted topic takes only keyed records; nothing of the set is written
-            raise InvalidRecordError(ErrorCode.INVALID_RECORD, "Compacted topic cannot accept message without key")
+            raise InvalidRecordError(ErrorCode.INVALID_RECORD, KEYLESS_IN_COMPACTED, keyless)
         if stored_codec is not None and any(header.compression != stored_codec for _, header in batches):
             buf = recompress(buf, batches, stored_codec)
             batches = validate_produced(buf, max_bytes)
@@ -369,6 +393,8 @@ def _append(ctx: RequestContext, topic_name: str, index: int, records, acks: int
                                   COMPRESSION_TYPES.get(configs["compression.type"]),
                                   "compact" in configs["cleanup.policy"])
     if isinstance(checked, InvalidRecordError):
+        if checked.record_indexes:
+            return _record_errors(topic_name, index, checked, partition.log.log_start_offset)
         return _result(index, checked.error_code, str(checked))
     buf, batches = checked
     append_time = -1

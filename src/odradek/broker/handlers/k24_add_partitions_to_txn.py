@@ -7,8 +7,10 @@ code for a stale epoch (PRODUCER_FENCED from v2, INVALID_PRODUCER_EPOCH before),
 while a commit/abort is still completing, COORDINATOR_NOT_AVAILABLE on a storage error. A partition that
 does not exist gets UNKNOWN_TOPIC_OR_PARTITION and the others OPERATION_NOT_ATTEMPTED (nothing is added).
 v0-3 carry one transaction (clients); v4-5 batch several with `verify_only` (the broker-to-broker form of
-KIP-890): each is handled the same way, and a verify-only one only checks that its partitions are already
-in the transaction (INVALID_TXN_STATE for those that are not): a group coordinator asks it before it
+KIP-890): each is handled the same way, except that an add waits (up to 5 s) for another change of the id in
+flight instead of answering CONCURRENT_TRANSACTIONS (a v2 producer's first writes reach several leaders at
+once; Kafka's brokers retry the add on their side), and a verify-only one only checks that its partitions are
+already in the transaction (INVALID_TXN_STATE for those that are not): a group coordinator asks it before it
 writes transactional offsets. Only the transactional id's coordinator answers (NOT_COORDINATOR elsewhere).
 
 Authorization, where Kafka checks it: v0-3 need WRITE on the transactional id (else
@@ -54,7 +56,9 @@ async def _add(ctx: RequestContext, txn_id: str, pid: int, epoch: int, topics: l
     fenced = ErrorCode.PRODUCER_FENCED if ctx.api_version >= 2 else ErrorCode.INVALID_PRODUCER_EPOCH
     if verify_only:
         return _results(topics, coordinator.verify(txn_id, pid, epoch, wanted, fenced))
-    error = await coordinator.add_partitions(txn_id, pid, epoch, wanted, fenced)
+    # a broker's add (v4+: a partition leader's, for a transactions v2 producer's first write) waits for a change
+    # of the id in flight, as Kafka's brokers retry it; a client's gets CONCURRENT_TRANSACTIONS and retries
+    error = await coordinator.add_partitions(txn_id, pid, epoch, wanted, fenced, wait=not from_client)
     return _results(topics, {tp: error for tp in wanted})
 
 
