@@ -177,6 +177,8 @@ class ClassicMembers:
             log.info("group %s: cannot upgrade the classic group: its consumer protocol is malformed (%s)",
                      group.group_id, exc)
             return None
+        self.consumer._refresh_topics(converted)  # the subscriptions' topics, as of the classic generation
+        converted.group_epoch = group.generation
         self.classic._stop(group, ErrorCode.REBALANCE_IN_PROGRESS)  # pending joins and syncs: rejoin
         self.classic.groups[group.group_id] = converted
         for member in converted.members.values():
@@ -270,9 +272,7 @@ class ClassicMembers:
                 group.remove(known)
                 group.target.pop(known, None)
                 group.group_epoch += 1
-        if member is None:
-            if req.member_id:
-                return _join_answer(ErrorCode.UNKNOWN_MEMBER_ID, req.member_id)
+        if member is None:  # Kafka creates a classic member under the id it asks for (MEMBER_ID_REQUIRED)
             if len(group.members) >= self.consumer.config.max_size:
                 return _join_answer(ErrorCode.GROUP_MAX_SIZE_REACHED, member_id)
             member = ConsumerMember(member_id, instance_id=req.group_instance_id)
@@ -287,10 +287,12 @@ class ClassicMembers:
         if subscription.get("rack_id"):
             member.rack_id = subscription["rack_id"]
         topics = tuple(sorted(subscription["topics"]))
+        epoch = group.group_epoch
         if new or topics != member.subscribed_names:
             member.subscribed_names = topics
             group.group_epoch += 1
         self.consumer._refresh_topics(group)
+        group.group_epoch = min(group.group_epoch, epoch + 1)  # one bump per request, as in Kafka
         if group.group_epoch > group.assignment_epoch:
             self.consumer._assign(group)
         owned = self._ids((tp["topic"], tp["partitions"]) for tp in subscription.get("owned_partitions") or ())
