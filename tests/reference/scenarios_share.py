@@ -57,6 +57,20 @@ def share_fetch_body(epoch: int, max_records: int, mode: int, max_bytes: int = 1
                       "forgotten_topics_data": []}
 
 
+def two_partitions_fetch_body(epoch: int, max_records: int = 500) -> Callable[[Ctx], Body]:
+    return lambda c: {"group_id": group_id(c), "member_id": MEMBER, "share_session_epoch": epoch,
+                      "max_wait_ms": 5000, "min_bytes": 1, "max_bytes": 1 << 20, "max_records": max_records,
+                      "batch_size": max_records, "share_acquire_mode": 0, "is_renew_ack": False,
+                      "topics": [{"topic_id": c.topic_id(c.topic()), "partitions": [
+                          {"partition_index": i, "acknowledgement_batches": []} for i in (0, 1)]}],
+                      "forgotten_topics_data": []}
+
+
+def two_filled_partitions() -> tuple[Call, ...]:
+    """Setup: a topic of two partitions, each holding two batches of three records."""
+    return (*create_topic(partitions=2), produce(), produce(ts=10), produce(partition=1), produce(partition=1, ts=10))
+
+
 def release_body(epoch: int, first: int, last: int) -> Callable[[Ctx], Body]:
     """ShareAcknowledge releasing offsets [first, last] (type 2) of the member's partition 0."""
     return lambda c: {"group_id": group_id(c), "member_id": MEMBER, "share_session_epoch": epoch,
@@ -164,6 +178,20 @@ SCENARIOS_SHARE = [
         Call(INCREMENTAL_ALTER_CONFIGS, group_config_body("share.partition.max.record.locks", value)),
         about="issue 40 item 9: Kafka's bounds, group.share.{min,max}.partition.max.record.locks")
       for value in ("99", "100", "4000", "4001", "-1", "abc", "2147483648")],
+    S("share-fetch-two-partitions-first", (*two_filled_partitions(), *group_ready(), earliest(), joined()),
+      Call(SHARE_FETCH, two_partitions_fetch_body(0), version=1), project=acquired_offsets,
+      about="issue 40 item 11 (librdkafka 0179): which partitions the first fetch of a session answers"),
+    S("share-fetch-two-partitions-second",
+      (*two_filled_partitions(), *group_ready(), earliest(), joined(),
+       Call(SHARE_FETCH, two_partitions_fetch_body(0), version=1, until=acquired)),
+      Call(SHARE_FETCH, two_partitions_fetch_body(1), version=1), project=acquired_offsets),
+    S("share-fetch-two-partitions-initialized",
+      (*two_filled_partitions(), *group_ready(), earliest(), joined(),
+       Call(SHARE_FETCH, two_partitions_fetch_body(0), version=1, until=acquired),
+       Call(SHARE_FETCH, two_partitions_fetch_body(1), version=1, until=acquired),
+       produce(ts=20), produce(partition=1, ts=20)),
+      Call(SHARE_FETCH, two_partitions_fetch_body(2), version=1), project=acquired_offsets,
+      about="both partitions' state known: one response, both partitions?"),
     S("share-alter-offsets", (*filled_topic(), *group_ready()), Call(ALTER_SHARE_GROUP_OFFSETS, alter_body(2))),
     S("share-alter-offsets-negative", (*filled_topic(), *group_ready()),
       Call(ALTER_SHARE_GROUP_OFFSETS, alter_body(-5))),

@@ -19,6 +19,12 @@ and for read_committed the batches of aborted transactions (from the partition's
 are archived and never handed out. Nothing to acquire: the request parks until an append or a release wakes
 it (Broker.wait_for_append), for at most `max_wait_ms`.
 
+A partition whose state this request initializes gives no records when another partition of the request
+already did: Kafka initializes share partitions asynchronously and answers with the partitions that were
+ready first, so the first fetch of a session over two partitions holding records answers one of them, the
+next fetch the other (librdkafka's 0179 expects one partition's records in its first poll, and 0172 that two
+consumers of one group both get records).
+
 The first fetch of a (group, partition) on its leader reads the stored state from the share coordinator
 (coordinator/share_coordinator.py; another broker's: ReadShareGroupState). While that read is in flight the
 partition has nothing to acquire and the fetch parks, as Kafka's delayed share fetch waits for a share
@@ -159,10 +165,7 @@ async def share_fetch(ctx: RequestContext, request: dict) -> dict:
     elif not renew:
         max_wait_s = min(max(request["max_wait_ms"], 0), MAX_WAIT_CAP_MS) / 1000.0
         deadline = time.monotonic() + max_wait_s
-        wanted = sorted(session.partitions)
-        if epoch == INITIAL_SESSION_EPOCH:
-            for tp in wanted:
-                entries.setdefault(tp, _entry(tp[1]))
+        wanted = sorted(session.partitions)  # those with nothing to say are left out, as Kafka does
         while True:
             got, keys = _acquire(ctx, group_id, member_id, wanted, request, entries, leaders)
             remaining = deadline - time.monotonic()
@@ -230,12 +233,15 @@ def _acquire(ctx: RequestContext, group_id: str, member_id: str, wanted: list[tu
             continue
         plog = partition.log
         key = (group_id, topic_id, index)
+        fresh = key not in coordinator.partitions
         try:
             sp = coordinator.share_partition(group_id, topic_id, index, plog.log_start_offset, plog.high_watermark,
                                              lambda ts: first_at_or_after(plog, ts)[0], partition.leader_epoch)
         except ShareError:  # its state is still being read from the share coordinator: wait for it
             continue
         sp.max_in_flight = coordinator.max_in_flight(group_id)  # the group's config, as it is now
+        if fresh and taken:
+            continue  # initialized by this request, read by the next (Kafka answers with what was ready first)
         sp.move_start(plog.log_start_offset)
         if sp.dirty:  # the log start moved: stored at once (a window that never held a record is not)
             coordinator.store([key])
