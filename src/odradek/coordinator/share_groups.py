@@ -566,6 +566,17 @@ class ShareGroupCoordinator:
             sp = self.partitions[key] = SharePartition(start, self.config.delivery_limit, self.max_in_flight(group_id))
         return sp
 
+    def unacquire(self, group_id: str, member_id: str, ranges: dict[TopicPartition, list[tuple[int, int]]]) -> None:
+        """Give back records a member was just given but will not receive (its ShareFetch was throttled)."""
+        for (topic_id, partition), spans in ranges.items():
+            key = (group_id, topic_id, partition)
+            sp = self.partitions.get(key)
+            if sp is None:
+                continue
+            for first, last in spans:
+                sp.unacquire(member_id, first, last)
+            self._wake(key)
+
     def acquired(self, key: StateKey, sp: SharePartition) -> None:
         """Records of ``sp`` were just acquired: make sure a timer releases them when their locks run out."""
         self._arm_lock_timer(key, sp)

@@ -133,6 +133,16 @@ class SharePartition:
         self._advance()
         return acquired
 
+    def unacquire(self, member: str, first: int, last: int) -> None:
+        """Undo this request's acquisition of [first, last] by ``member`` (the response did not go out: a
+        throttled ShareFetch): the records are AVAILABLE again with their delivery counts as before."""
+        for offset in range(first, last + 1):
+            rec = self.records.get(offset)
+            if rec is not None and rec.state == ACQUIRED and rec.member == member:
+                rec.state, rec.member = AVAILABLE, None
+                rec.delivery_count = max(rec.delivery_count - 1, 0)
+                self.dirty = True
+
     def move_start(self, offset: int) -> None:
         """The log no longer holds offsets below ``offset`` (retention, DeleteRecords): they are gone."""
         if offset <= self.start:

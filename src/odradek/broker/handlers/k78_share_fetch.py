@@ -52,7 +52,8 @@ soft limit (at least one batch). In batch-optimized mode the partition's in-flig
 
 Quotas (security/quotas.py), as Kafka throttles ShareFetch with the fetch quota: a member over its
 `consumer_byte_rate` gets its `throttle_time_ms` and no records (its acknowledgements are still applied);
-the records a member is sent count against that rate.
+the records a member is sent count against that rate, and a response whose records would take it over the
+rate goes out without them, with its throttle time (Kafka's throttled response), the records given back.
 
 Gaps: `batch_size` is ignored (one acquired range per run of equal delivery counts); `min_bytes` counts as one
 record.
@@ -178,7 +179,20 @@ async def share_fetch(ctx: RequestContext, request: dict) -> dict:
             await ctx.broker.wait_for_append(keys, remaining)
         fetched_bytes = sum(len(e["records"]) for e in entries.values())
     if quotas.enabled and fetched_bytes:  # the records sent count against the client's consumer_byte_rate
-        ctx.throttle_ms = max(ctx.throttle_ms, quotas.record(FETCH_QUOTA, *ctx.quota_client, fetched_bytes, now_ms()))
+        earned = quotas.record(FETCH_QUOTA, *ctx.quota_client, fetched_bytes, now_ms())
+        if earned:
+            # as Kafka does, a response that takes the member over its rate goes out without records, their
+            # bytes not counted; the records are given back (their delivery counts as before)
+            quotas.record(FETCH_QUOTA, *ctx.quota_client, -fetched_bytes, now_ms())
+            coordinator.unacquire(group_id, member_id, {
+                tp: [(r["first_offset"], r["last_offset"]) for r in e["acquired_records"]]
+                for tp, e in entries.items() if e["acquired_records"]})
+            for tp in [tp for tp, e in entries.items() if e["acquired_records"]]:
+                if tp in ack_results:
+                    entries[tp]["records"], entries[tp]["acquired_records"] = b"", []
+                else:
+                    del entries[tp]
+            ctx.throttle_ms = max(ctx.throttle_ms, earned)
     for (_, topic_id, index), stored in durable.items():  # acknowledged means stored
         code = await asyncio.wrap_future(stored)
         if code and (topic_id, index) in entries:
