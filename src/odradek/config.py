@@ -232,6 +232,10 @@ BROKER_PROPERTIES: dict[str, Property] = {
         Property("group.share.partition.max.record.locks", _parse_int, 2000, _at_least(100),
                  doc="Most records of one partition in flight (handed out, not yet finished) for one share "
                      "group (a count)."),
+        Property("group.share.min.partition.max.record.locks", _parse_int, 100, _at_least(100),
+                 doc="The smallest share.partition.max.record.locks a share group may be given (a count)."),
+        Property("group.share.max.partition.max.record.locks", _parse_int, 4000, _at_least(100),
+                 doc="The largest share.partition.max.record.locks a share group may be given (a count)."),
         Property("group.consumer.assignors", str, "uniform,range",
                  lambda v: bool(v.strip()) and all(a.strip() in ("uniform", "range") for a in v.split(",")),
                  doc="The server-side assignors consumer-protocol groups may use, the first being the default "

@@ -222,3 +222,35 @@ def test_share_group_admin_from_any_broker(cluster_factory, topic_name):
     (topic,) = described["groups"][0]["topics"]
     assert sorted((p["partition_index"], p["start_offset"], p["leader_epoch"], p["error_code"])
                   for p in topic["partitions"]) == [(0, 2, 0, 0), (1, 2, 0, 0), (2, 2, 0, 0)]
+
+
+@pytest.mark.timeout(240)
+def test_share_consumers_read_everything_with_earliest_set_at_a_non_coordinator(cluster_factory, topic_name):
+    """librdkafka's 0170-0177 on three brokers (issue 40 item 11): the group's share.auto.offset.reset=earliest
+    is set through a broker that does not coordinate the group, records were produced before, and two share
+    consumers of the group read every record of the three partitions (led by different brokers) exactly once."""
+    cluster = cluster_factory(3, settings=SETTINGS)
+    cluster.start()
+    cluster.wait_ready()
+    create_topic(cluster, topic_name, partitions=3)
+    group = topic_name + "-g"
+    produce(cluster.bootstrap, topic_name, 90, partitions=3)
+    coordinator = group_coordinator(cluster, group)
+    other = next(node for node in cluster.ids if node != coordinator)
+    assert set_group_config(cluster.broker(other).bootstrap, group, "earliest") == ErrorCode.NONE
+    consumers = [share_consumer(cluster.bootstrap, group) for _ in range(2)]
+    seen: list[tuple[int, int]] = []
+    try:
+        for c in consumers:
+            c.subscribe([topic_name])
+        deadline = time.monotonic() + 120
+        while len(seen) < 90 and time.monotonic() < deadline:
+            for c in consumers:
+                seen += [(m.partition(), m.offset()) for m in c.poll(0.5) if m.error() is None]
+        for c in consumers:
+            c.poll(0.5)  # the last implicit acknowledgements
+    finally:
+        for c in consumers:
+            close_quietly(c)
+    assert len(seen) == 90 and len(set(seen)) == 90, f"{len(seen)} records, {len(set(seen))} distinct"
+    assert {p for p, _ in seen} == {0, 1, 2}

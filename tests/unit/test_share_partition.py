@@ -222,3 +222,25 @@ def test_by_duration_reset_starts_at_the_first_record_that_recent():
     assert sp.start == 42 and asked == [now - 600_000]
     none_that_recent = coordinator.share_partition("g", b"T" * 16, 1, 0, 50, lambda ts: -1)
     assert none_that_recent.start == 50  # nothing that recent: from the end
+
+
+def test_batch_optimized_finishes_the_batch_that_reaches_the_window_cap():
+    """Kafka 4.4: one stored batch of 150 with a cap of 100 is acquired whole in batch-optimized mode; record
+    limit stops at the cap; no new batch starts while the window is full (issue 40 item 9)."""
+    whole = SharePartition(0, max_in_flight=100)
+    assert whole.acquire("a", batches((0, 149), (150, 159)), 500, 0, LOCK, whole_batches=True) == [(0, 149, 1)]
+    assert whole.next_fetch_offset() is None
+    assert whole.acquire("b", batches((150, 159)), 500, 0, LOCK, whole_batches=True) == []
+    exact = SharePartition(0, max_in_flight=100)
+    assert exact.acquire("a", batches((0, 149)), 500, 0, LOCK) == [(0, 99, 1)]
+
+
+def test_unacquire_gives_records_back_with_their_delivery_counts():
+    sp = SharePartition(0)
+    assert sp.acquire("a", batches((0, 4)), 10, 0, LOCK) == [(0, 4, 1)]
+    sp.unacquire("a", 0, 4)
+    assert sp.count(AVAILABLE) == 5 and all(sp.records[o].delivery_count == 0 for o in range(5))
+    sp.unacquire("b", 0, 4)  # not held by b: nothing changes
+    assert sp.acquire("b", batches((0, 4)), 10, 0, LOCK) == [(0, 4, 1)]
+    sp.unacquire("a", 0, 4)  # held by b now: a cannot give them back
+    assert sp.next_fetch_offset() == 5

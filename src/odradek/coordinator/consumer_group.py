@@ -84,6 +84,8 @@ class ConsumerMember:
     pending_revocation: set[TopicPartition] = field(default_factory=set)
     session_timer: object | None = None
     rebalance_timer: object | None = None
+    # a member that uses the classic protocol (JoinGroup): its classic_members.ClassicMetadata, else None
+    classic: object | None = None
 
     @property
     def owned(self) -> set[TopicPartition]:

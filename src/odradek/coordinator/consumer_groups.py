@@ -4,9 +4,11 @@ Groups of this protocol live in the same name space as classic groups (`GroupCoo
 listing, deletion, offset expiry and coordinator moves treat both alike; a name belongs to one protocol at a
 time. An *empty* classic group (one that only holds committed offsets) becomes a consumer group when a
 member of the new protocol joins it, and an empty consumer group a classic one when a JoinGroup arrives;
-the offsets stay. A non-empty group of the other protocol is refused (GROUP_ID_NOT_FOUND here,
-INCONSISTENT_GROUP_PROTOCOL for JoinGroup); Kafka's online migration of a running group between the
-protocols is not implemented.
+the offsets stay. A live classic group is converted online, as Kafka 4.x does (KIP-848's upgrade path), and
+a consumer group whose last consumer-protocol member leaves while classic members remain goes back to the
+classic protocol: classic_members.py, which also answers the classic members' JoinGroup, SyncGroup,
+Heartbeat and LeaveGroup meanwhile. A live classic group that does not use the consumer embedded protocol
+is refused (GROUP_ID_NOT_FOUND).
 
 One heartbeat (`heartbeat`), in Kafka's order:
 
@@ -50,6 +52,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Callable
 
 from odradek.coordinator.assignors import ASSIGNORS, AssignorMember, TopicId
+from odradek.coordinator.classic_members import ClassicMembers
 from odradek.coordinator.consumer_group import (
     LEAVE_EPOCH,
     STATIC_LEAVE_EPOCH,
@@ -117,6 +120,8 @@ class ConsumerGroupCoordinator:
         # a group's own configs (IncrementalAlterConfigs on GROUP resources, kept by the share group
         # coordinator): (group, name) -> value, "" when the group has none
         self.group_config: Callable[[str, str], str] = lambda group_id, name: ""
+        self.classic_members = ClassicMembers(self)
+        groups.classic_members = self.classic_members
 
     def _group_ms(self, group_id: str, name: str, default: int) -> int:
         value = self.group_config(group_id, name)
@@ -191,7 +196,10 @@ class ConsumerGroupCoordinator:
         if isinstance(group, ConsumerGroup) and not isinstance(group, StreamsGroup) and not group.deleted:
             return group
         if isinstance(group, Group) and not group.is_empty:
-            raise HeartbeatError(ErrorCode.GROUP_ID_NOT_FOUND, f"Group {req.group_id} is not a consumer group.")
+            upgraded = self.classic_members.upgrade(group) if req.member_epoch == 0 else None
+            if upgraded is None:
+                raise HeartbeatError(ErrorCode.GROUP_ID_NOT_FOUND, f"Group {req.group_id} is not a consumer group.")
+            return upgraded
         if req.member_epoch != 0:
             # Kafka answers GROUP_ID_NOT_FOUND; a member of a group whose last state a crash lost (the write is
             # not awaited) is better told to rejoin
@@ -427,13 +435,16 @@ class ConsumerGroupCoordinator:
         if not group.members:  # nothing left to assign: the (empty) target is current, as in Kafka
             group.assignment_epoch = group.group_epoch
             group.state_timestamp_ms = self._now()
+        elif member.classic is None:  # the last consumer-protocol member gone: maybe classic again
+            self.classic_members.maybe_downgrade(group)
 
     def _touch(self, group: ConsumerGroup, member: ConsumerMember) -> None:
         if member.session_timer is not None:
             member.session_timer.cancel()  # type: ignore[attr-defined]
+        timeout_ms = member.classic.session_timeout_ms if member.classic is not None else \
+            self._group_ms(group.group_id, "consumer.session.timeout.ms", self.config.session_timeout_ms)
         member.session_timer = self.classic.scheduler.call_later(
-            self._group_ms(group.group_id, "consumer.session.timeout.ms", self.config.session_timeout_ms),
-            lambda: self._expire(group, member, "session timeout"))
+            timeout_ms, lambda: self._expire(group, member, "session timeout"))
 
     def _arm_rebalance_timeout(self, group: ConsumerGroup, member: ConsumerMember) -> None:
         if member.rebalance_timer is not None:
@@ -455,6 +466,8 @@ class ConsumerGroupCoordinator:
 
     def _store(self, group: ConsumerGroup) -> None:
         """Append the group's state to `__consumer_offsets` if it changed since the last write."""
+        if self.groups.get(group.group_id) is not group:
+            return  # converted back to a classic group meanwhile (classic_members.py)
         value = encode_consumer_group_value(group)
         if value == group.stored:
             return
@@ -493,6 +506,8 @@ class ConsumerGroupCoordinator:
         member = group.members.get(member_id)
         if member is None:
             return ErrorCode.UNKNOWN_MEMBER_ID
+        if member.classic is not None:  # a classic member commits with its epoch as its generation
+            return ErrorCode.ILLEGAL_GENERATION if member_epoch != member.member_epoch else 0
         if not transactional and api_version is not None and api_version < 9:
             return ErrorCode.UNSUPPORTED_VERSION
         if member_epoch != member.member_epoch:

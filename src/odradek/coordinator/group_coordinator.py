@@ -113,6 +113,8 @@ class GroupCoordinator:
         self._persist = persist
         # both protocols' groups: classic `Group`s and KIP-848 `ConsumerGroup`s (consumer_groups.py)
         self.groups: dict[str, Group | ConsumerGroup] = {}
+        # classic members of consumer groups (classic_members.ClassicMembers), set by ConsumerGroupCoordinator
+        self.classic_members = None  # type: ignore[var-annotated]
 
     # ----------------------------------------------------------------------------------------- helpers
 
@@ -309,8 +311,10 @@ class GroupCoordinator:
             return _done(loop, join_error(ErrorCode.INVALID_SESSION_TIMEOUT, req.member_id))
         group = self.groups.get(req.group_id)
         if isinstance(group, ConsumerGroup):
-            if group.members:
+            if group.members and group.protocol_type == "streams":  # no classic members in a streams group
                 return _done(loop, join_error(ErrorCode.INCONSISTENT_GROUP_PROTOCOL, req.member_id))
+            if group.members:  # a classic member of a consumer group (classic_members.py)
+                return _done(loop, self.classic_members.join(group, req))
             # an empty consumer (or streams) group (committed offsets only) becomes a classic group
             del self.groups[req.group_id]
             self.drop_group_record(group)
@@ -450,6 +454,9 @@ class GroupCoordinator:
              assignments: list[tuple[str, bytes]]) -> asyncio.Future:
         loop = asyncio.get_running_loop()
         group = self.groups.get(group_id)
+        if isinstance(group, ConsumerGroup) and not group.deleted:
+            return _done(loop, self.classic_members.sync(group, generation, member_id, instance, protocol_type,
+                                                         protocol_name))
         error, member = self._find_member(group, member_id, instance)
         if member is None or group is None:
             return _done(loop, sync_result(error))
@@ -506,6 +513,8 @@ class GroupCoordinator:
 
     def heartbeat(self, group_id: str, generation: int, member_id: str, instance: str | None) -> int:
         group = self.groups.get(group_id)
+        if isinstance(group, ConsumerGroup) and not group.deleted:
+            return self.classic_members.heartbeat(group, generation, member_id, instance)
         error, member = self._find_member(group, member_id, instance)
         if member is None or group is None:
             return error
@@ -521,6 +530,8 @@ class GroupCoordinator:
     def leave(self, group_id: str, members: list[tuple[str, str | None]]) -> list[int]:
         """Remove each (member_id, group_instance_id); returns one error code per entry."""
         group = self.groups.get(group_id)
+        if isinstance(group, ConsumerGroup) and not group.deleted:
+            return self.classic_members.leave(group, members)
         errors = []
         changed = False
         for member_id, instance in members:

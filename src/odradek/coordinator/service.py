@@ -114,6 +114,8 @@ class Coordinator:
             lock_duration_ms=config.int("group.share.record.lock.duration.ms"),
             delivery_limit=config.int("group.share.delivery.count.limit"),
             max_in_flight=config.int("group.share.partition.max.record.locks"),
+            max_in_flight_bounds=(config.int("group.share.min.partition.max.record.locks"),
+                                  config.int("group.share.max.partition.max.record.locks")),
             # a default naming a broker property ("group.…") takes that property's value
             defaults={name: str(config.get(default)) if default.startswith("group.") else default
                       for name, (_, default, _) in GROUP_CONFIGS.items()},

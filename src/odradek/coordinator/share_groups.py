@@ -105,6 +105,11 @@ GROUP_CONFIGS: dict[str, tuple[Callable[[str], bool], str, str]] = {
     "share.record.lock.duration.ms": (_positive_int, "group.share.record.lock.duration.ms",
                                       "How long a member of this share group holds a record it was given before "
                                       "the record goes back to the others (milliseconds)."),
+    "share.partition.max.record.locks": (_positive_int, "group.share.partition.max.record.locks",
+                                         "Most records of one partition this share group may have in flight "
+                                         "(handed out, not yet finished); between the broker's "
+                                         "group.share.min.partition.max.record.locks and "
+                                         "group.share.max.partition.max.record.locks (a count)."),
     "share.session.timeout.ms": (_positive_int, "group.share.session.timeout.ms",
                                  "A member of this share group that sends no heartbeat for this long is removed "
                                  "(milliseconds)."),
@@ -138,6 +143,7 @@ class ShareGroupConfig:
     lock_duration_ms: int = 30_000
     delivery_limit: int = 5
     max_in_flight: int = 2000
+    max_in_flight_bounds: tuple[int, int] = (100, 4000)  # what a group's share.partition.max.record.locks may be
     defaults: dict = field(default_factory=dict)  # group config name -> default value (string)
 
 
@@ -279,7 +285,15 @@ class ShareGroupCoordinator:
                 return f"Unknown group config name: {name}"
             if value is not None and not spec[0](value):
                 return f"Invalid value {value} for configuration {name}"
+            if value is not None and name == "share.partition.max.record.locks":
+                low, high = self.config.max_in_flight_bounds
+                if not low <= int(value) <= high:  # Kafka's bounds: the broker's min and max of the group config
+                    return f"{name} must be between {low} and {high}"
         return None
+
+    def max_in_flight(self, group_id: str) -> int:
+        """The group's cap on one partition's in-flight records (`share.partition.max.record.locks`)."""
+        return int(self.group_config(group_id, "share.partition.max.record.locks") or self.config.max_in_flight)
 
     def set_group_configs(self, group_id: str, changes: dict[str, str | None]) -> Future:
         """Apply SET (value) and DELETE (None) changes to a group's configs; durable when the future is done."""
@@ -551,7 +565,7 @@ class ShareGroupCoordinator:
                          "(start %d, state epoch %d)", group_id, partition, topic_id.hex(), stored.start, state_epoch)
                 sp = self.partitions[key] = SharePartition.restore(
                     stored.start, stored.end, stored.runs, delivery_limit=self.config.delivery_limit,
-                    max_in_flight=self.config.max_in_flight)
+                    max_in_flight=self.max_in_flight(group_id))
                 return sp
         if sp is None:
             reset = self.group_config(group_id, "share.auto.offset.reset")
@@ -561,8 +575,19 @@ class ShareGroupCoordinator:
             elif reset.startswith(BY_DURATION) and offset_for_time is not None:
                 found = offset_for_time(self._now() - iso_duration_ms(reset[len(BY_DURATION):]))
                 start = found if found >= 0 else high_watermark
-            sp = self.partitions[key] = SharePartition(start, self.config.delivery_limit, self.config.max_in_flight)
+            sp = self.partitions[key] = SharePartition(start, self.config.delivery_limit, self.max_in_flight(group_id))
         return sp
+
+    def unacquire(self, group_id: str, member_id: str, ranges: dict[TopicPartition, list[tuple[int, int]]]) -> None:
+        """Give back records a member was just given but will not receive (its ShareFetch was throttled)."""
+        for (topic_id, partition), spans in ranges.items():
+            key = (group_id, topic_id, partition)
+            sp = self.partitions.get(key)
+            if sp is None:
+                continue
+            for first, last in spans:
+                sp.unacquire(member_id, first, last)
+            self._wake(key)
 
     def acquired(self, key: StateKey, sp: SharePartition) -> None:
         """Records of ``sp`` were just acquired: make sure a timer releases them when their locks run out."""

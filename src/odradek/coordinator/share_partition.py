@@ -17,11 +17,13 @@ handed out yet. Inside, each offset is
 * ARCHIVED: rejected, a gap, a transaction marker or aborted record, or delivered `delivery_limit` times.
 
 `start` moves up over finished (ACKNOWLEDGED or ARCHIVED) offsets as soon as they reach it. The window is
-at most `max_in_flight` offsets wide (Kafka's `group.share.partition.max.record.locks`): a partition whose
-oldest record is still unfinished hands out no new records past that, only released ones.
+at most `max_in_flight` offsets wide (Kafka's `group.share.partition.max.record.locks`, or the group's
+`share.partition.max.record.locks`): a partition whose oldest record is still unfinished hands out no new
+records past that, only released ones; in batch-optimized mode the batch in which the cap is reached is
+still handed out whole, as Kafka does, so the window can exceed the cap by less than one batch.
 
 Representation: one small entry per in-flight offset; the window bound keeps that at most `max_in_flight`
-entries. The stored form (`snapshot`) is runs of equal (state, delivery count).
+entries plus one batch. The stored form (`snapshot`) is runs of equal (state, delivery count).
 
 Acknowledge types (as on the wire): 0 gap, 1 accept, 2 release, 3 reject. A released record, or one whose
 lock expired, becomes AVAILABLE again, or ARCHIVED once it has been delivered `delivery_limit` times.
@@ -93,18 +95,21 @@ class SharePartition:
                 lock_ms: int, whole_batches: bool = False) -> list[tuple[int, int, int]]:
         """Acquire for ``member`` up to ``max_records`` offsets of ``batches`` (what was read from the log, in
         order) that are AVAILABLE or new; returns the acquired (first, last, delivery count) ranges.
-        ``whole_batches`` (ShareFetch's batch-optimized acquire mode, KIP-1206) lets the limit be exceeded to
-        finish the batch in which it was reached; otherwise it is exact (record-limit mode)."""
+        ``whole_batches`` (ShareFetch's batch-optimized acquire mode, KIP-1206) lets the limit, and the window's
+        `max_in_flight`, be exceeded to finish the batch in which it was reached, as Kafka 4.4 does (one batch
+        of 150 records with a cap of 100: all 150); otherwise both are exact (record-limit mode)."""
         acquired: list[tuple[int, int, int]] = []
         taken = 0
         for batch in batches:
             if taken >= max_records:
                 break
+            if whole_batches and batch.first >= self.end and self.end - self.start >= self.max_in_flight:
+                break  # the window is full: no new batch is started
             for offset in range(max(batch.first, self.start), batch.last + 1):
                 if taken >= max_records and not whole_batches:
                     break
                 if offset >= self.end:
-                    if offset - self.start >= self.max_in_flight:
+                    if offset - self.start >= self.max_in_flight and not whole_batches:
                         break
                     for missing in range(self.end, offset):  # not in the log (compacted, deleted): no record
                         self.records[missing] = InFlight(ARCHIVED)
@@ -127,6 +132,16 @@ class SharePartition:
                     acquired.append((offset, offset, rec.delivery_count))
         self._advance()
         return acquired
+
+    def unacquire(self, member: str, first: int, last: int) -> None:
+        """Undo this request's acquisition of [first, last] by ``member`` (the response did not go out: a
+        throttled ShareFetch): the records are AVAILABLE again with their delivery counts as before."""
+        for offset in range(first, last + 1):
+            rec = self.records.get(offset)
+            if rec is not None and rec.state == ACQUIRED and rec.member == member:
+                rec.state, rec.member = AVAILABLE, None
+                rec.delivery_count = max(rec.delivery_count - 1, 0)
+                self.dirty = True
 
     def move_start(self, offset: int) -> None:
         """The log no longer holds offsets below ``offset`` (retention, DeleteRecords): they are gone."""

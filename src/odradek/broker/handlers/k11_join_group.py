@@ -5,7 +5,9 @@ rebalance timeout passed) — see `coordinator.group_coordinator`. v0 has no reb
 timeout is used). v4+: a first join without a member id gets MEMBER_ID_REQUIRED and a generated id to
 rejoin with. v5+: static membership (group.instance.id). v7+: the reply names the protocol type (and the
 protocol name may be null on errors). v8+: the join reason is only logged. v9: `skip_assignment` is set
-for a static leader that rejoined a Stable group (its old assignment stands).
+for a static leader that rejoined a Stable group (its old assignment stands). A JoinGroup to a consumer
+group (KIP-848) with members is a classic member of it (online migration, coordinator/classic_members.py):
+answered at once, with the member's epoch as generation, no leader and no member list.
 Errors: INVALID_GROUP_ID, INVALID_SESSION_TIMEOUT (outside group.min/max.session.timeout.ms),
 INCONSISTENT_GROUP_PROTOCOL, UNKNOWN_MEMBER_ID, FENCED_INSTANCE_ID, GROUP_MAX_SIZE_REACHED.
 """

@@ -8,13 +8,13 @@ client to make its own, and adds `subscribed_topic_regex` (a Python regular expr
 the whole topic name; internal topics never match).
 Errors: GROUP_AUTHORIZATION_FAILED, TOPIC_AUTHORIZATION_FAILED (a subscribed topic the principal may not
 describe), NOT_COORDINATOR, INVALID_REQUEST (with Kafka's messages), GROUP_ID_NOT_FOUND (the id is a
-classic group with members), UNKNOWN_MEMBER_ID, FENCED_MEMBER_EPOCH, FENCED_INSTANCE_ID,
+classic group with members that does not use the consumer embedded protocol; one that does is converted
+online, as Kafka 4.x does: coordinator/classic_members.py), UNKNOWN_MEMBER_ID, FENCED_MEMBER_EPOCH, FENCED_INSTANCE_ID,
 UNRELEASED_INSTANCE_ID, UNSUPPORTED_ASSIGNOR, GROUP_MAX_SIZE_REACHED, INVALID_REGULAR_EXPRESSION (v1).
 The group's state is stored in `__consumer_offsets` and restored with the coordinator (members keep their
 epochs across a failover). A member of a group the coordinator does not know is told UNKNOWN_MEMBER_ID
 (Kafka: GROUP_ID_NOT_FOUND), so that it rejoins.
-Gaps: rack-aware assignment (`rack_id` is only reported), client-side assignors, Kafka's migration of a
-running classic group to this protocol (an empty classic group is converted).
+Gaps: rack-aware assignment (`rack_id` is only reported), client-side assignors.
 """
 
 from odradek.security.authorizer import Operation as Op, ResourceType as Res

@@ -19,6 +19,12 @@ and for read_committed the batches of aborted transactions (from the partition's
 are archived and never handed out. Nothing to acquire: the request parks until an append or a release wakes
 it (Broker.wait_for_append), for at most `max_wait_ms`.
 
+A partition whose state this request initializes gives no records when another partition of the request
+already did: Kafka initializes share partitions asynchronously and answers with the partitions that were
+ready first, so the first fetch of a session over two partitions holding records answers one of them, the
+next fetch the other (librdkafka's 0179 expects one partition's records in its first poll, and 0172 that two
+consumers of one group both get records).
+
 The first fetch of a (group, partition) on its leader reads the stored state from the share coordinator
 (coordinator/share_coordinator.py; another broker's: ReadShareGroupState). While that read is in flight the
 partition has nothing to acquire and the fetch parks, as Kafka's delayed share fetch waits for a share
@@ -39,6 +45,16 @@ must ask for nothing: max_wait_ms, min_bytes, max_bytes, max_records and batch_s
 INVALID_REQUEST) and fetches nothing. A renew without `is_renew_ack` answers INVALID_REQUEST for its partition.
 v0 (Kafka 4.0's early access) is not served.
 
+A request with `max_bytes` 0 (librdkafka's `fetch.max.bytes=0`) acquires nothing and, as Kafka 4.4 answers,
+names no partition (after `max_wait_ms`, unless it carried acknowledgements); any other `max_bytes` is a
+soft limit (at least one batch). In batch-optimized mode the partition's in-flight cap
+(`share.partition.max.record.locks`) is exceeded to finish a batch, as `max_records` is.
+
+Quotas (security/quotas.py), as Kafka throttles ShareFetch with the fetch quota: a member over its
+`consumer_byte_rate` gets its `throttle_time_ms` and no records (its acknowledgements are still applied);
+the records a member is sent count against that rate, and a response whose records would take it over the
+rate goes out without them, with its throttle time (Kafka's throttled response), the records given back.
+
 Gaps: `batch_size` is ignored (one acquired range per run of equal delivery counts); `min_bytes` counts as one
 record.
 """
@@ -48,6 +64,7 @@ import time
 
 from odradek.security.authorizer import Operation as Op, ResourceType as Res
 from odradek.broker.context import RequestContext
+from odradek.broker.core import now_ms
 from odradek.broker.handlers.k02_list_offsets import first_at_or_after
 from odradek.broker.leader_hints import LEADERSHIP_ERRORS, hint_leader, node_endpoints
 from odradek.broker.registry import handler
@@ -57,6 +74,7 @@ from odradek.coordinator.share_partition import LogBatch
 from odradek.protocol.api_keys import ApiKey
 from odradek.protocol.errors import ErrorCode
 from odradek.records.batch import iter_batches
+from odradek.security.quotas import FETCH as FETCH_QUOTA
 from odradek.storage.errors import OffsetOutOfRangeError
 
 PROVEN_BY = "interop and cluster suites, franz-go's share tests, differential suite"
@@ -132,15 +150,23 @@ async def share_fetch(ctx: RequestContext, request: dict) -> dict:
     ack_results, durable = coordinator.acknowledge(group_id, member_id, acks, renew=renew)
     entries: dict[tuple[bytes, int], dict] = {tp: _entry(tp[1], ack_error=code) for tp, code in ack_results.items()}
     leaders: set[int] = set()  # named in leader hints (KIP-951)
+    quotas = ctx.broker.quotas
+    throttled = 0
+    if quotas.enabled:  # over its consumer_byte_rate: nothing acquired until the throttle is over
+        throttled = quotas.throttle_ms(FETCH_QUOTA, *ctx.quota_client, now_ms())
+        ctx.throttle_ms = max(ctx.throttle_ms, throttled)
+    fetched_bytes = 0
     if epoch == FINAL_SESSION_EPOCH:
         coordinator.release_member(group_id, member_id)
+    elif request["max_bytes"] <= 0 or throttled:
+        # Kafka answers a ShareFetch with max_bytes 0 (librdkafka's fetch.max.bytes=0) with no partitions at
+        # all, after its wait; a throttled one gets its throttle time at once, its acknowledgements applied
+        if not throttled and not acks:
+            await asyncio.sleep(min(max(request["max_wait_ms"], 0), MAX_WAIT_CAP_MS) / 1000.0)
     elif not renew:
         max_wait_s = min(max(request["max_wait_ms"], 0), MAX_WAIT_CAP_MS) / 1000.0
         deadline = time.monotonic() + max_wait_s
-        wanted = sorted(session.partitions)
-        if epoch == INITIAL_SESSION_EPOCH:
-            for tp in wanted:
-                entries.setdefault(tp, _entry(tp[1]))
+        wanted = sorted(session.partitions)  # those with nothing to say are left out, as Kafka does
         while True:
             got, keys = _acquire(ctx, group_id, member_id, wanted, request, entries, leaders)
             remaining = deadline - time.monotonic()
@@ -151,6 +177,22 @@ async def share_fetch(ctx: RequestContext, request: dict) -> dict:
                     await asyncio.sleep(remaining)
                 break
             await ctx.broker.wait_for_append(keys, remaining)
+        fetched_bytes = sum(len(e["records"]) for e in entries.values())
+    if quotas.enabled and fetched_bytes:  # the records sent count against the client's consumer_byte_rate
+        earned = quotas.record(FETCH_QUOTA, *ctx.quota_client, fetched_bytes, now_ms())
+        if earned:
+            # as Kafka does, a response that takes the member over its rate goes out without records, their
+            # bytes not counted; the records are given back (their delivery counts as before)
+            quotas.record(FETCH_QUOTA, *ctx.quota_client, -fetched_bytes, now_ms())
+            coordinator.unacquire(group_id, member_id, {
+                tp: [(r["first_offset"], r["last_offset"]) for r in e["acquired_records"]]
+                for tp, e in entries.items() if e["acquired_records"]})
+            for tp in [tp for tp, e in entries.items() if e["acquired_records"]]:
+                if tp in ack_results:
+                    entries[tp]["records"], entries[tp]["acquired_records"] = b"", []
+                else:
+                    del entries[tp]
+            ctx.throttle_ms = max(ctx.throttle_ms, earned)
     for (_, topic_id, index), stored in durable.items():  # acknowledged means stored
         code = await asyncio.wrap_future(stored)
         if code and (topic_id, index) in entries:
@@ -205,11 +247,15 @@ def _acquire(ctx: RequestContext, group_id: str, member_id: str, wanted: list[tu
             continue
         plog = partition.log
         key = (group_id, topic_id, index)
+        fresh = key not in coordinator.partitions
         try:
             sp = coordinator.share_partition(group_id, topic_id, index, plog.log_start_offset, plog.high_watermark,
                                              lambda ts: first_at_or_after(plog, ts)[0], partition.leader_epoch)
         except ShareError:  # its state is still being read from the share coordinator: wait for it
             continue
+        sp.max_in_flight = coordinator.max_in_flight(group_id)  # the group's config, as it is now
+        if fresh and taken:
+            continue  # initialized by this request, read by the next (Kafka answers with what was ready first)
         sp.move_start(plog.log_start_offset)
         if sp.dirty:  # the log start moved: stored at once (a window that never held a record is not)
             coordinator.store([key])
