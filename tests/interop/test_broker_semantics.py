@@ -181,10 +181,16 @@ def test_api_versions_advertise_implemented_ranges(broker):
     ranges = {k["api_key"]: (k["min_version"], k["max_version"]) for k in response["api_keys"]}
     assert ranges[0] == (0, 12) and ranges[1] == (0, 17) and ranges[2] == (0, 9) and ranges[3] == (0, 13)
     assert ranges[18] == (0, 4) and ranges[19] == (0, 7) and ranges[20] == (0, 6)
-    # transactions v2 (KIP-890) and the consumer group protocol (KIP-848): the features current clients look for
+    # transactions v2 (KIP-890) and the consumer group protocol (KIP-848): the features current clients look for;
+    # share groups (KIP-932) at share.version 1; metadata.version 4.0-IV2 (24), the level of Fetch 17 and
+    # ListOffsets 9 (k18_api_versions.py); nothing KRaft-only, no ELR, no streams groups
     assert response["finalized_features"] == [
         {"name": "group.version", "min_version_level": 1, "max_version_level": 1},
+        {"name": "metadata.version", "min_version_level": 24, "max_version_level": 24},
+        {"name": "share.version", "min_version_level": 1, "max_version_level": 1},
         {"name": "transaction.version", "min_version_level": 2, "max_version_level": 2}]
+    assert {f["name"]: (f["min_version"], f["max_version"]) for f in response["supported_features"]} == {
+        "group.version": (0, 1), "metadata.version": (7, 24), "share.version": (0, 1), "transaction.version": (0, 2)}
     assert ranges[68] == (0, 1) and ranges[69] == (0, 1)
     assert 71 not in ranges and 72 not in ranges  # telemetry: answered, not advertised (no plugin), as Kafka
     # librdkafka's feature detection needs these minimums at 0 (see docs/compatibility.md).
