@@ -31,7 +31,7 @@ has none), `eligible.leader.replicas.version` (KIP-966's ELR, kept by KRaft's co
 answers empty lists), `streams.version` (KIP-1071's streams group protocol, StreamsGroupHeartbeat: not served).
 """
 
-from functools import cache
+from typing import Mapping
 
 from odradek.broker.context import RequestContext
 from odradek.broker.registry import HANDLERS, advertised_versions, handler
@@ -60,27 +60,33 @@ METADATA_VERSIONS: tuple[tuple[int, str, dict[int, int]], ...] = (
 # 4.4-IV1 (32) needs CIDR ranges in ACL hosts, which odradek's authorizer does not match: never reached.
 
 
-def metadata_version_level() -> int:
-    """The highest level of METADATA_VERSIONS whose request versions the registry serves (21, 3.9-IV0, if
-    not even 4.0-IV0's)."""
+def metadata_version_level(served: Mapping[int, int] | None = None) -> int:
+    """The highest level of METADATA_VERSIONS whose request versions are served (`served`: api key -> highest
+    version; default: the registry's); 21 (3.9-IV0) if not even 4.0-IV0's are."""
+    if served is None:
+        served = {key: spec.max_version for key, spec in HANDLERS.items()}
     level = 21
     for candidate, _, needs in METADATA_VERSIONS:
-        if any(key not in HANDLERS or HANDLERS[key].max_version < version for key, version in needs.items()):
+        if any(served.get(key, -1) < version for key, version in needs.items()):
             break
         level = candidate
     return level
 
 
-@cache
+def metadata_version_name(level: int) -> str:
+    """Kafka's name of a metadata.version level of METADATA_VERSIONS ("4.0-IV2")."""
+    return {21: "3.9-IV0", **{lvl: name for lvl, name, _ in METADATA_VERSIONS}}[level]
+
+
 def supported_features() -> list[dict]:
-    """(name, min, max) of every feature odradek implements, by name (computed once every handler is in)."""
+    """(name, min, max) of every feature odradek implements, by name (once per ApiVersions: the registry is
+    complete by then)."""
     return [{"name": "group.version", "min_version": 0, "max_version": GROUP_VERSION},
             {"name": "metadata.version", "min_version": METADATA_VERSION_MIN, "max_version": metadata_version_level()},
             {"name": "share.version", "min_version": 0, "max_version": SHARE_VERSION},
             {"name": "transaction.version", "min_version": 0, "max_version": TRANSACTION_VERSION}]
 
 
-@cache
 def finalized_features() -> list[dict]:
     """Every supported feature finalized at its highest level."""
     return [{"name": f["name"], "min_version_level": f["max_version"], "max_version_level": f["max_version"]}
