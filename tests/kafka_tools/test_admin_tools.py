@@ -141,6 +141,7 @@ def test_kafka_transactions_list_describe_find_hanging(runner, sides, odradek_cl
     finally:
         for producer in producers.values():
             producer.abort_transaction(30)
+        producers.clear()  # librdkafka's producers go now, not at interpreter exit after the brokers
     described = runner.run_both(sides, "kafka-transactions", lambda s: [
         *bootstrap(s), "describe", "--transactional-id", txn])
     states = {name: table(o.out)[0]["TransactionState"] for name, o in described.items()}
