@@ -2,8 +2,9 @@
 an Apache Kafka 4.4 reference, both with an ACL authorizer (super user ANONYMOUS, so every PLAINTEXT client
 may do everything and `kafka-acls` has something to manage), and the runner of Kafka's tools.
 
-Each module starts its pair once (the suite's cost is JVM starts, about 1.5 s a tool run); tests name their
-topics and groups after themselves. Without the reference install (`make reference`, which also brings
+Each module starts its pair once (the suite's cost is JVM starts, 1.5 to 4 s a tool run, fewer with the
+runner's class-data sharing archive, written once per session); tests name their topics and groups after
+themselves. Without the reference install (`make reference`, which also brings
 kafka-tools), java or ZooKeeper the tests skip with the reason; under CI (`CI` set) that is a failure.
 """
 
@@ -39,7 +40,7 @@ def _unavailable(reason: str) -> None:
     pytest.skip(reason)
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def runner(tmp_path_factory: pytest.TempPathFactory) -> ToolRunner:
     _, libs = installed_launcher()
     if not any(libs.glob("kafka-tools-[0-9]*.jar")):
