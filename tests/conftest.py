@@ -192,7 +192,8 @@ SHARED_SESSIONS = (("spark", "spark"), ("kafka_reference", "reference"))
 # Collection happens on the workers, where xdist sets `dist` to "no" and `loadgroup` to whether the run is
 # --dist loadgroup; the hook runs first (tryfirst) so that xdist's own hook finds the markers and appends each
 # group to its tests' ids, which is how the controller schedules them.
-GROUP_ORDER = ("spark", "tests/faults", "reference", "tests/packaging", "tests/security", "tests/cluster")
+GROUP_ORDER = ("spark", "tests/faults", "reference", "tests/packaging", "tests/security", "tests/cluster",
+               "tests/kafka_tools")
 
 
 def xdist_group(item: pytest.Item) -> str:

@@ -95,6 +95,11 @@ SUITES = {
     "test_cluster_admin": ("cluster admin: topics, partitions, configs, elections", None),
     "test_differential": ("the same requests to Apache Kafka 4.4 and odradek, answers compared (docs/reference.md)", None),
     "test_quotas": ("client quotas: Java Admin, odradek quotas, throttled producer and consumer", None),
+    "kafka_tools/test_topic_tools": ("Kafka 4.4's kafka-topics, -configs, -acls, -get-offsets, -delete-records, "
+                                     "-log-dirs, -features, -cluster on three odradek brokers and on Kafka 4.4", None),
+    "kafka_tools/test_admin_tools": ("Kafka 4.4's kafka-consumer-groups, -transactions, -leader-election, "
+                                     "-reassign-partitions, verifiable producer/consumer on three odradek brokers "
+                                     "and on Kafka 4.4", None),
     "unit/test_quotas": ("client quotas: precedence, sampled rates, throttle times", None),
     "test_client_matrix": ("confluent-kafka, kafka-python, aiokafka, kcat, Java over SCRAM-SHA-512, PLAIN, mTLS", None),
     "test_acl_every_api": ("every protected API as an unauthorised principal and as a super user", None),
@@ -190,6 +195,20 @@ def known_differences() -> list:
     return KNOWN
 
 
+def kafka_tools_section() -> list[str]:
+    """Kafka's command-line tools as tests/kafka_tools runs them (tests/kafka_tools/catalog.py)."""
+    sys.path.insert(0, str(ROOT))
+    from tests.kafka_tools.catalog import TOOLS_COMPARED
+
+    lines = ["## Kafka's command-line tools", "",
+             "`tests/kafka_tools` runs Apache Kafka 4.4's own tools (by main class, from the jars `make reference`",
+             "installs) against a three-broker odradek cluster and against Kafka 4.4 in the same run, and compares",
+             "exit codes and normalised output.", "",
+             "| tool | what runs | test (tests/kafka_tools/) | odradek against Kafka 4.4 |", "|---|---|---|---|"]
+    lines += [f"| {t.script} | {t.commands} | `{t.test}` | {t.comparison} |" for t in TOOLS_COMPARED]
+    return lines + [""]
+
+
 def kafka07_section() -> list[str]:
     """The Kafka 0.7 requests a KAFKA07 listener serves (legacy07/), each with the paragraph of
     legacy07/service.py's docstring that names it."""
@@ -234,7 +253,8 @@ def render(junit: Path | None) -> str:
     missing = [k for k in ROADMAP if k not in HANDLERS]
     if missing:
         lines += ["Not implemented yet (not advertised): " + ", ".join(f"{ApiKey(k).name} ({k})" for k in missing) + "."]
-    lines += ["", "## Apache Kafka as the reference", "",
+    lines += ["", *kafka_tools_section()]
+    lines += ["## Apache Kafka as the reference", "",
               "`tests/reference` sends the same requests to Apache Kafka 4.4 (installed by `make reference`) and to",
               "odradek and compares the answers field by field (docs/reference.md). Deliberate differences, each",
               "with its reason (tests/reference/known.py):", ""]

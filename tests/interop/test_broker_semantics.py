@@ -11,6 +11,7 @@ import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
+from odradek.broker.handlers.k18_api_versions import metadata_version_level
 from odradek.protocol import codec
 from tests.interop.helpers import (
     assert_delivered,
@@ -181,10 +182,18 @@ def test_api_versions_advertise_implemented_ranges(broker):
     ranges = {k["api_key"]: (k["min_version"], k["max_version"]) for k in response["api_keys"]}
     assert ranges[0] == (0, 13) and ranges[1] == (0, 17) and ranges[2] == (0, 11) and ranges[3] == (0, 13)
     assert ranges[18] == (0, 4) and ranges[19] == (0, 7) and ranges[20] == (0, 6)
-    # transactions v2 (KIP-890) and the consumer group protocol (KIP-848): the features current clients look for
+    # transactions v2 (KIP-890) and the consumer group protocol (KIP-848): the features current clients look for;
+    # share groups (KIP-932) at share.version 1; metadata.version at the level of the request versions advertised
+    # (4.0-IV2, 24, with Fetch 17 and ListOffsets 9: k18_api_versions.py); nothing KRaft-only, no ELR, no streams
+    mv = metadata_version_level({key: high for key, (_, high) in ranges.items()})
+    assert mv >= 24
     assert response["finalized_features"] == [
         {"name": "group.version", "min_version_level": 1, "max_version_level": 1},
+        {"name": "metadata.version", "min_version_level": mv, "max_version_level": mv},
+        {"name": "share.version", "min_version_level": 1, "max_version_level": 1},
         {"name": "transaction.version", "min_version_level": 2, "max_version_level": 2}]
+    assert {f["name"]: (f["min_version"], f["max_version"]) for f in response["supported_features"]} == {
+        "group.version": (0, 1), "metadata.version": (7, mv), "share.version": (0, 1), "transaction.version": (0, 2)}
     assert ranges[68] == (0, 1) and ranges[69] == (0, 1)
     assert 71 not in ranges and 72 not in ranges  # telemetry: answered, not advertised (no plugin), as Kafka
     # librdkafka's feature detection needs these minimums at 0 (see docs/compatibility.md).

@@ -114,12 +114,19 @@ class ReplicaManager:
 
     def leader_partition(self, topic: str | None, index: int, current_leader_epoch: int = -1) -> Partition:
         """The local replica of a partition this broker leads; raises ReplicationError otherwise."""
+        partition = self.hosted_partition(topic, index)
+        partition.check_leader(current_leader_epoch)
+        return partition
+
+    def hosted_partition(self, topic: str | None, index: int) -> Partition:
+        """The local replica of a partition, led or followed (what DescribeProducers reads: a follower's log
+        replays the leader's batches into its own producer state). NotLeaderError when the partition exists
+        but this broker holds no replica of it, UNKNOWN_TOPIC_OR_PARTITION when it does not exist."""
         partition = self.partitions.get((topic, index)) if topic is not None else None
         if partition is None:
             if topic is not None and self.metadata.has_partition(topic, index):
-                raise NotLeaderError(f"broker {self.broker_id} does not lead {topic}-{index}")
+                raise NotLeaderError(f"broker {self.broker_id} holds no replica of {topic}-{index}")
             raise ReplicationError(f"unknown partition {topic}-{index}", ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
-        partition.check_leader(current_leader_epoch)
         return partition
 
     # -- LeaderAndIsr ---------------------------------------------------------------------------------

@@ -44,8 +44,12 @@ async def _grow(ctx: RequestContext, request_topic: dict, validate_only: bool, t
     if topic is None:
         return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"Topic {request_topic['name']} does not exist"
     count = request_topic["count"]
-    if count <= topic.partitions:
-        return ErrorCode.INVALID_PARTITIONS, f"Topic currently has {topic.partitions} partitions, {count} is not an increase"
+    # Kafka 4.4's controller's words (kafka-topics --alter prints them)
+    if count == topic.partitions:
+        return ErrorCode.INVALID_PARTITIONS, f"Topic already has {count} partition(s)."
+    if count < topic.partitions:
+        return ErrorCode.INVALID_PARTITIONS, (f"The topic {topic.name} currently has {topic.partitions} partition(s); "
+                                              f"{count} would not be an increase.")
     if count > MAX_PARTITIONS:
         return ErrorCode.INVALID_PARTITIONS, f"At most {MAX_PARTITIONS} partitions per topic"
     assignments = request_topic["assignments"]

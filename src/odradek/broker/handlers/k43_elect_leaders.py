@@ -6,7 +6,10 @@ without a leader any live replica, losing what the ISR had and it lacks. Only th
 (NOT_CONTROLLER elsewhere); `topic_partitions` null means every partition. Per partition:
 ELECTION_NOT_NEEDED (the preferred replica leads already / the partition has a leader),
 PREFERRED_LEADER_NOT_AVAILABLE, ELIGIBLE_LEADERS_NOT_AVAILABLE, UNKNOWN_TOPIC_OR_PARTITION. A single node
-leads everything already: ELECTION_NOT_NEEDED.
+leads everything already: ELECTION_NOT_NEEDED. When every partition is asked for, the answer lists every
+topic but leaves out the partitions whose election was not needed, as Kafka 4.4's controller does
+(`kafka-leader-election --all-topic-partitions` on a balanced cluster then prints nothing). An unknown
+topic or partition carries Kafka's message ("No such topic as T", "No such partition as T-P").
 """
 
 import asyncio
@@ -42,6 +45,12 @@ async def elect_leaders(ctx: RequestContext, request: dict) -> dict:
         return {"throttle_time_ms": 0, "error_code": ErrorCode.REQUEST_TIMED_OUT, "replica_election_results": []}
     by_topic: dict[str, list] = {}
     for (topic, p), (code, message) in sorted(results.items()):
-        by_topic.setdefault(topic, []).append({"partition_id": p, "error_code": code, "error_message": message})
+        partitions = by_topic.setdefault(topic, [])
+        if wanted is None and code == ErrorCode.ELECTION_NOT_NEEDED:
+            continue
+        if code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION and message is None:  # Kafka's controller's words
+            message = (f"No such partition as {topic}-{p}" if ctx.broker.metadata.topic(topic) is not None
+                       else f"No such topic as {topic}")
+        partitions.append({"partition_id": p, "error_code": code, "error_message": message})
     return {"throttle_time_ms": 0, "error_code": 0,
             "replica_election_results": [{"topic": t, "partition_result": r} for t, r in by_topic.items()]}

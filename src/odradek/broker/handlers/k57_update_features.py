@@ -1,7 +1,7 @@
 """UpdateFeatures (key 57), versions 0-2.
 
 odradek's features are those ApiVersions advertises (k18_api_versions.py: `group.version` 1,
-`transaction.version` 2), fixed by the code. The request needs ALTER on the cluster (else
+`metadata.version` 4.0-IV2, `share.version` 1, `transaction.version` 2), fixed by the code. The request needs ALTER on the cluster (else
 CLUSTER_AUTHORIZATION_FAILED in the top-level error). Each update is then checked as Kafka's controller
 checks it, with its words: an unknown feature, a level outside the supported range, or a lower level with
 upgrade type UPGRADE (v0: `allow_downgrade` false) is INVALID_UPDATE_VERSION for the whole request ("The
@@ -14,14 +14,12 @@ INVALID_UPDATE_VERSION here, since odradek cannot change what its protocol speak
 
 from odradek.security.authorizer import CLUSTER_NAME, Operation as Op, ResourceType as Res
 from odradek.broker.context import RequestContext
-from odradek.broker.handlers.k18_api_versions import FINALIZED_FEATURES, SUPPORTED_FEATURES
+from odradek.broker.handlers.k18_api_versions import finalized_features, supported_features
 from odradek.broker.registry import handler
 from odradek.protocol.api_keys import ApiKey
 from odradek.protocol.errors import ErrorCode
 
 UPGRADE, SAFE_DOWNGRADE, UNSAFE_DOWNGRADE = 1, 2, 3
-SUPPORTED = {f["name"]: (f["min_version"], f["max_version"]) for f in SUPPORTED_FEATURES}
-FINALIZED = {f["name"]: f["max_version_level"] for f in FINALIZED_FEATURES}
 
 
 def _problem(ctx: RequestContext, update: dict) -> tuple[int, str] | None:
@@ -32,13 +30,14 @@ def _problem(ctx: RequestContext, update: dict) -> tuple[int, str] | None:
         return ErrorCode.INVALID_REQUEST, f"Unknown upgrade type {kind} for feature {name}."
     prefix = f"Invalid update version {level} for feature {name}."
     node = ctx.broker.node_id
-    if name not in SUPPORTED:
+    supported = {f["name"]: (f["min_version"], f["max_version"]) for f in supported_features()}
+    if name not in supported:
         return ErrorCode.INVALID_UPDATE_VERSION, f"{prefix} Local controller {node} does not support this feature."
-    low, high = SUPPORTED[name]
+    low, high = supported[name]
     if not low <= level <= high:
         return ErrorCode.INVALID_UPDATE_VERSION, \
             f"{prefix} Local controller {node} only supports versions {low}-{high}"
-    current = FINALIZED[name]
+    current = next(f["max_version_level"] for f in finalized_features() if f["name"] == name)
     if level < current and kind == UPGRADE:
         return ErrorCode.INVALID_UPDATE_VERSION, (f"{prefix} Can't downgrade the version of this feature without "
                                                   "setting the upgrade type to either safe or unsafe downgrade.")

@@ -2,8 +2,14 @@
 
 Per partition, the producers the partition's producer state knows (storage/producer_state.py): producer
 id, epoch, last sequence, last timestamp, the coordinator epoch of its last marker (-1: none) and the first
-offset of its open transaction there (-1: none). A partition that does not exist →
-UNKNOWN_TOPIC_OR_PARTITION; one this broker does not lead → NOT_LEADER_OR_FOLLOWER.
+offset of its open transaction there (-1: none).
+
+Any replica answers, leader or follower, as Kafka's does (ReplicaManager.activeProducerState reads the hosted
+partition's log without a leadership check): a follower's log replays every batch it copies from the leader
+into its own producer state (storage/log.py `append_replicated`), so it knows the same producers up to its
+log end. `kafka-transactions find-hanging --broker-id N` relies on it: it asks broker N about every partition
+N holds a replica of. A partition that does not exist → UNKNOWN_TOPIC_OR_PARTITION; one this broker holds no
+replica of → NOT_LEADER_OR_FOLLOWER.
 """
 
 from odradek.security.authorizer import Operation as Op, ResourceType as Res
@@ -16,7 +22,7 @@ from odradek.protocol.errors import ErrorCode
 
 def _partition(ctx: RequestContext, topic: str, index: int) -> dict:
     try:
-        plog = ctx.broker.replicas.leader_partition(topic, index).log
+        plog = ctx.broker.replicas.hosted_partition(topic, index).log
     except ReplicationError as exc:
         return {"partition_index": index, "error_code": exc.error_code, "error_message": str(exc),
                 "active_producers": []}
