@@ -191,9 +191,11 @@ def test_api_versions_advertise_implemented_ranges(broker):
         {"name": "group.version", "min_version_level": 1, "max_version_level": 1},
         {"name": "metadata.version", "min_version_level": mv, "max_version_level": mv},
         {"name": "share.version", "min_version_level": 1, "max_version_level": 1},
+        {"name": "streams.version", "min_version_level": 1, "max_version_level": 1},
         {"name": "transaction.version", "min_version_level": 2, "max_version_level": 2}]
     assert {f["name"]: (f["min_version"], f["max_version"]) for f in response["supported_features"]} == {
-        "group.version": (0, 1), "metadata.version": (7, mv), "share.version": (0, 1), "transaction.version": (0, 2)}
+        "group.version": (0, 1), "metadata.version": (7, mv), "share.version": (0, 1), "streams.version": (0, 1),
+        "transaction.version": (0, 2)}
     assert ranges[68] == (0, 1) and ranges[69] == (0, 1)
     assert 71 not in ranges and 72 not in ranges  # telemetry: answered, not advertised (no plugin), as Kafka
     # librdkafka's feature detection needs these minimums at 0 (see docs/compatibility.md).

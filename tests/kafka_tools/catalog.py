@@ -37,9 +37,9 @@ TOOLS_COMPARED = (
             "test_topic_tools.py::test_kafka_log_dirs",
             "each of odradek's three brokers reports every partition with the size, lag and flags Kafka's one reports"),
     ToolRow("kafka-features.sh", "describe", "test_topic_tools.py::test_kafka_features_describe",
-            "group.version 1 and transaction.version 2 alike; odradek: share.version 1 (Kafka 2: share groups' "
-            "dead-letter queue), metadata.version at the level of the request versions it serves; no kraft.version, "
-            "eligible.leader.replicas.version or streams.version"),
+            "group.version 1, streams.version 1 and transaction.version 2 alike; odradek: share.version 1 (Kafka 2: share groups' "
+            "dead-letter queue), metadata.version at the level of the request versions it serves; no kraft.version or "
+            "eligible.leader.replicas.version"),
     ToolRow("kafka-cluster.sh", "cluster-id", "test_topic_tools.py::test_kafka_cluster_cluster_id", SAME),
     ToolRow("kafka-consumer-groups.sh", "--list, --describe (plain, --state, --offsets), --reset-offsets "
             "(--dry-run, --to-earliest, --to-offset on one partition, --shift-by), --delete-offsets, --delete "

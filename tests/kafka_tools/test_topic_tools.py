@@ -197,15 +197,17 @@ def test_kafka_features_describe(runner, sides):
     assert {o.rc for o in out.values()} == {0}, out
     odradek, kafka = features(out["odradek"].out), features(out["kafka"].out)
     # what odradek implements, at the level it implements (k18_api_versions.py), and nothing more
-    assert sorted(odradek) == ["group.version", "metadata.version", "share.version", "transaction.version"]
+    assert sorted(odradek) == ["group.version", "metadata.version", "share.version", "streams.version",
+                               "transaction.version"]
     assert odradek["group.version"] == kafka["group.version"] == ("0", "1", "1")
     assert odradek["transaction.version"] == kafka["transaction.version"] == ("0", "2", "2")
     assert odradek["share.version"] == ("0", "1", "1")  # Kafka 4.4: 2, the share groups' dead-letter queue
+    assert odradek["streams.version"] == kafka["streams.version"] == ("0", "1", "1")
     load_handlers()  # the registry metadata_version_level reads, as the broker has it
     name = metadata_version_name(metadata_version_level())
     assert odradek["metadata.version"] == (kafka["metadata.version"][0], name, name)
-    # KRaft's own, ELR and streams groups: Kafka's alone
-    assert {"kraft.version", "eligible.leader.replicas.version", "streams.version"} <= set(kafka) - set(odradek)
+    # KRaft's own and ELR: Kafka's alone
+    assert {"kraft.version", "eligible.leader.replicas.version"} <= set(kafka) - set(odradek)
 
 
 def test_kafka_cluster_cluster_id(runner, sides, odradek_cluster):

@@ -23,7 +23,8 @@ def test_metadata_version_is_the_highest_level_whose_requests_are_served():
 def test_features_are_finalized_at_their_supported_maximum():
     load_handlers()
     supported = {f["name"]: (f["min_version"], f["max_version"]) for f in supported_features()}
-    assert set(supported) == {"group.version", "metadata.version", "share.version", "transaction.version"}
+    assert set(supported) == {"group.version", "metadata.version", "share.version", "streams.version",
+                              "transaction.version"}
     assert supported["share.version"] == (0, 1) and supported["metadata.version"][0] == 7
     assert all(f["min_version_level"] == f["max_version_level"] == supported[f["name"]][1]
                for f in finalized_features())

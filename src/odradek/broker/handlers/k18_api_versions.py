@@ -13,10 +13,10 @@ level means in Kafka 4.4 (server-common's `*Version` enums):
 * `metadata.version`: in Kafka it versions the KRaft metadata log and, with it, which inter-broker and admin
   request versions a cluster may use. A ZooKeeper-mode odradek has no metadata log, so the level says which
   Kafka release's request versions it matches: the highest level whose request versions the registry serves
-  (`metadata_version_level`, from the table METADATA_VERSIONS). With Fetch 17, ListOffsets 9 and
-  DescribeLogDirs 4 that is 4.0-IV2 (level 24): 4.0-IV3 brings ListOffsets 10, 4.1-IV1 Fetch 18, 4.2-IV1
-  ListOffsets 11, 4.3-IV0 cordoned log dirs (DescribeLogDirs 5); 4.4-IV1 (CIDR ACLs) and 4.4-IV2 (controller
-  unregistration) are not reached. 4.0-IV2 is also the level at which Kafka switches `transaction.version` 2
+  (`metadata_version_level`, from the table METADATA_VERSIONS). With Fetch 17, ListOffsets 11 and
+  DescribeLogDirs 5 that is 4.1-IV0 (level 26): 4.0-IV3 brings ListOffsets 10, 4.1-IV1 Fetch 18 (not served),
+  4.2-IV1 ListOffsets 11, 4.3-IV0 cordoned log dirs (DescribeLogDirs 5); 4.4-IV1 (CIDR ACLs) and 4.4-IV2
+  (controller unregistration) are not reached. 4.0-IV2 is also the level at which Kafka switches `transaction.version` 2
   on, and above 4.0-IV0, where it switches `group.version` 1 on. Supported from 3.3-IV3 (level 7), Kafka's
   oldest, so that tools print the range as versions.
 * `transaction.version` 2: KIP-890's transactions v2 (KIP-1022), from which current clients know to send
@@ -25,10 +25,12 @@ level means in Kafka 4.4 (server-common's `*Version` enums):
   check before using it.
 * `share.version` 1: share groups (KIP-932: ShareGroupHeartbeat, ShareFetch, ShareAcknowledge and the share
   state APIs). Level 2 is KIP-1191's dead-letter queue for share groups, which odradek does not have.
+* `streams.version` 1: KIP-1071's streams group protocol (StreamsGroupHeartbeat, StreamsGroupDescribe), the
+  level Kafka 4.4 finalizes.
 
 Left out, as odradek has no such thing: `kraft.version` (the KRaft quorum's own version; a ZooKeeper cluster
 has none), `eligible.leader.replicas.version` (KIP-966's ELR, kept by KRaft's controller; DescribeTopicPartitions
-answers empty lists), `streams.version` (KIP-1071's streams group protocol, StreamsGroupHeartbeat: not served).
+answers empty lists).
 """
 
 from typing import Mapping
@@ -41,6 +43,7 @@ from odradek.protocol.api_keys import ApiKey
 TRANSACTION_VERSION = 2
 GROUP_VERSION = 1
 SHARE_VERSION = 1
+STREAMS_VERSION = 1
 METADATA_VERSION_MIN = 7  # 3.3-IV3, the oldest metadata.version Kafka 4.4 knows
 # Kafka 4.4's metadata.version levels from 4.0 on, with the request versions each one brings (the rest of a
 # level is KRaft's metadata records): (level, name, {api key: the version the level needs}). Each level
@@ -84,6 +87,7 @@ def supported_features() -> list[dict]:
     return [{"name": "group.version", "min_version": 0, "max_version": GROUP_VERSION},
             {"name": "metadata.version", "min_version": METADATA_VERSION_MIN, "max_version": metadata_version_level()},
             {"name": "share.version", "min_version": 0, "max_version": SHARE_VERSION},
+            {"name": "streams.version", "min_version": 0, "max_version": STREAMS_VERSION},
             {"name": "transaction.version", "min_version": 0, "max_version": TRANSACTION_VERSION}]
 
 
