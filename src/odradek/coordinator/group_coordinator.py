@@ -103,6 +103,13 @@ def sync_result(error: int, group: Group | None = None, assignment: bytes = b"")
             "protocol_name": group.protocol_name if group else None, "assignment": assignment}
 
 
+def takes_classic_members(group: object) -> bool:
+    """Whether classic requests (JoinGroup, SyncGroup, Heartbeat, LeaveGroup) for ``group`` go to its classic
+    members (classic_members.py): a live consumer group's, never a streams group's (Kafka Streams' members
+    speak only StreamsGroupHeartbeat)."""
+    return isinstance(group, ConsumerGroup) and not group.deleted and group.protocol_type != "streams"
+
+
 class GroupCoordinator:
     def __init__(self, config: GroupConfig, scheduler: Scheduler,
                  persist: Callable[[str, list[tuple[bytes, bytes | None]]], Future]) -> None:
@@ -311,7 +318,7 @@ class GroupCoordinator:
             return _done(loop, join_error(ErrorCode.INVALID_SESSION_TIMEOUT, req.member_id))
         group = self.groups.get(req.group_id)
         if isinstance(group, ConsumerGroup):
-            if group.members and group.protocol_type == "streams":  # no classic members in a streams group
+            if group.members and not takes_classic_members(group):
                 return _done(loop, join_error(ErrorCode.INCONSISTENT_GROUP_PROTOCOL, req.member_id))
             if group.members:  # a classic member of a consumer group (classic_members.py)
                 return _done(loop, self.classic_members.join(group, req))
@@ -454,7 +461,7 @@ class GroupCoordinator:
              assignments: list[tuple[str, bytes]]) -> asyncio.Future:
         loop = asyncio.get_running_loop()
         group = self.groups.get(group_id)
-        if isinstance(group, ConsumerGroup) and not group.deleted:
+        if takes_classic_members(group):
             return _done(loop, self.classic_members.sync(group, generation, member_id, instance, protocol_type,
                                                          protocol_name))
         error, member = self._find_member(group, member_id, instance)
@@ -513,7 +520,7 @@ class GroupCoordinator:
 
     def heartbeat(self, group_id: str, generation: int, member_id: str, instance: str | None) -> int:
         group = self.groups.get(group_id)
-        if isinstance(group, ConsumerGroup) and not group.deleted:
+        if takes_classic_members(group):
             return self.classic_members.heartbeat(group, generation, member_id, instance)
         error, member = self._find_member(group, member_id, instance)
         if member is None or group is None:
@@ -530,7 +537,7 @@ class GroupCoordinator:
     def leave(self, group_id: str, members: list[tuple[str, str | None]]) -> list[int]:
         """Remove each (member_id, group_instance_id); returns one error code per entry."""
         group = self.groups.get(group_id)
-        if isinstance(group, ConsumerGroup) and not group.deleted:
+        if takes_classic_members(group):
             return self.classic_members.leave(group, members)
         errors = []
         changed = False

@@ -251,6 +251,7 @@ class StreamsMember:
     pending_revocation: TaskSets = field(default_factory=TaskSets)
     session_timer: object | None = None
     rebalance_timer: object | None = None
+    classic: None = None  # what code shared with consumer groups asks; a streams group has no classic member
 
 
 @dataclass(eq=False)
