@@ -385,6 +385,15 @@ Key = tuple
 
 
 def decode_key(raw: bytes) -> Key | None:
+    """The key of a record of the offsets topic, or None for one this broker does not know (a newer Kafka's
+    record type, or a key cut short: skipped, never a failed load)."""
+    try:
+        return _decode_key(raw)
+    except struct.error:
+        return None
+
+
+def _decode_key(raw: bytes) -> Key | None:
     r = _Reader(raw)
     version = r.i16()
     if version in (0, 1):
