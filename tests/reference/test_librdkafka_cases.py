@@ -107,7 +107,12 @@ def _commit_while_leaving_outcome(bootstrap: str, protocol: str) -> dict[str, An
         c.subscribe([topic], on_revoke=on_revoke)
         return c
 
-    staying, leaving = make(), make()
+    # the staying consumer first, with its assignment, then the leaving one: so on both brokers the leaving
+    # consumer's only revocation is at its close, whatever either broker's initial rebalance delay
+    staying = make()
+    wait_until(lambda: staying.poll(0.2) is not None or bool(staying.assignment()), timeout=60, interval=0,
+               message=f"the first consumer's assignment on {bootstrap}")
+    leaving = make()
     consumers["leaving"] = leaving
     counts = {"staying": 0, "leaving": 0}
 
