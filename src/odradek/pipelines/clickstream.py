@@ -33,13 +33,13 @@ import json
 import logging
 import os
 import random
-import signal
 import sys
 import threading
 import time
 from pathlib import Path
 from typing import Any, Iterable
 
+from odradek.spark.job import GracefulStop, ProgressReport, stop_queries
 from odradek.tools.common import key_value
 
 log = logging.getLogger("odradek.pipelines.clickstream")
@@ -267,6 +267,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--standalone-dir", default="clickstream-output/spark-standalone",
                    help="logs and work directories of --standalone-workers (default %(default)s)")
     p.add_argument("--log-level", default="INFO")
+    p.add_argument("--quiet", action="store_true", help="no per-batch lines, only the summary and errors")
+    p.add_argument("--json", action="store_true", help="per-batch figures and the summary as JSON lines on stdout")
     return p
 
 
@@ -294,13 +296,11 @@ def main(argv: list[str] | None = None) -> int:
             log.error("%s", exc)
             return 2
     ensure_topics(args.bootstrap)
-    stop = threading.Event()
-
-    def on_signal(_sig: int, _frame: Any) -> None:
-        stop.set()
-
-    # SIGTERM ends the run as Ctrl-C does (queries stopped, a cluster of --standalone-workers too)
-    signal.signal(signal.SIGTERM, on_signal)
+    # Ctrl-C and SIGTERM end the run gracefully (queries stopped between micro-batches, Spark and a cluster of
+    # --standalone-workers stopped, status 0); a second one forces
+    graceful = GracefulStop()
+    graceful.install()
+    stop = graceful.event
     generator: threading.Thread | None = None
     if args.events:
         now = int(time.time() * 1000)
@@ -335,51 +335,59 @@ def main(argv: list[str] | None = None) -> int:
         print(f"Spark master UI: {cluster.ui_url}  (master {cluster.master_url}, {args.standalone_workers} "
               f"worker(s), logs in {cluster.base_dir / 'logs'})", flush=True)
     try:
-        return _run(args, conf, stop)
-    except KeyboardInterrupt:  # before the queries ran (Ctrl-C while Spark started)
-        return 130
+        return _run(args, conf, graceful)
     finally:
         stop.set()
         if cluster is not None:
             cluster.stop()
 
 
-def _run(args: argparse.Namespace, conf: dict[str, str], stop: threading.Event) -> int:
+def _run(args: argparse.Namespace, conf: dict[str, str], graceful: GracefulStop) -> int:
     """The streaming queries on a session of `args.master`, until they end, Ctrl-C, SIGTERM or --duration."""
+    stop = graceful.event
+    style = "json" if args.json else "quiet" if args.quiet else "lines"
+    report = ProgressReport("clickstream", style)
+    if stop.is_set():  # stopped while the cluster started
+        print(report.summary("stopped"), flush=True)
+        return 0
     try:
         spark = spark_session(args.master, connector=args.connector, extra=conf)
     except RuntimeError as exc:
         log.error("%s", exc)
         return 2
-    spark.sparkContext.setLogLevel("WARN")
-    if spark.sparkContext.uiWebUrl:
-        log.info("Spark application UI: %s", spark.sparkContext.uiWebUrl)
-    counts = page_counts(spark, args.bootstrap, watermark=args.watermark,
-                         max_offsets_per_trigger=args.max_offsets_per_trigger, connector=args.connector)
-    trigger = {"availableNow": True} if args.available_now else {"processingTime": f"{args.trigger_seconds} seconds"}
-    queries = start_sinks(counts, args.bootstrap, args.output, args.checkpoint,
-                          exactly_once=args.exactly_once, trigger=trigger, connector=args.connector)
-    log.info("clickstream running: %s -> %s and %s (Ctrl-C to stop)", INPUT_TOPIC, OUTPUT_TOPIC, args.output)
-    deadline = time.monotonic() + args.duration if args.duration else None
+    graceful.install()  # again: SparkContext put PySpark's own SIGINT handler (cancel every job) in its place
+    if spark.sparkContext.uiWebUrl and style != "json":
+        print(f"Spark application UI: {spark.sparkContext.uiWebUrl}", file=sys.stderr, flush=True)
     failed = False
+    queries: list[Any] = []
     try:
+        if not stop.is_set():
+            counts = page_counts(spark, args.bootstrap, watermark=args.watermark,
+                                 max_offsets_per_trigger=args.max_offsets_per_trigger, connector=args.connector)
+            trigger = ({"availableNow": True} if args.available_now
+                       else {"processingTime": f"{args.trigger_seconds} seconds"})
+            queries = start_sinks(counts, args.bootstrap, args.output, args.checkpoint,
+                                  exactly_once=args.exactly_once, trigger=trigger, connector=args.connector)
+            log.info("clickstream running: %s -> %s and %s (Ctrl-C to stop)", INPUT_TOPIC, OUTPUT_TOPIC, args.output)
+        deadline = time.monotonic() + args.duration if args.duration else None
         while not stop.is_set() and any(q.isActive for q in queries):
             if deadline is not None and time.monotonic() >= deadline:
                 break
             if any(not q.isActive and q.exception() is not None for q in queries):
                 break  # one sink failed: the other would go on alone and the two would drift apart
-            time.sleep(0.5)
-    except KeyboardInterrupt:
-        pass
+            report.poll(queries)
+            stop.wait(0.5)
     finally:
         stop.set()
+        stop_queries(queries)
+        report.poll(queries)
         for q in queries:
-            if q.isActive:
-                q.stop()
             if q.exception() is not None:
                 failed = True
                 log.error("query %s failed: %s", q.name, q.exception())
         spark.stop()
+    how = "failed" if failed else "finished" if args.available_now and not graceful.signals else "stopped"
+    print(report.summary(how), flush=True)
     return 1 if failed else 0
 
 
