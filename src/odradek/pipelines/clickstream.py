@@ -54,6 +54,8 @@ WINDOW_MS = 60_000
 # (the spark-sql-kafka-0-10 package: spark_session() puts the copy `make spark-packages` cached on the classpath,
 # resolving it first if need be). Both take the same options; only odradek's sink writes exactly once.
 CONNECTORS = ("odradek", "kafka")
+# How Spark reports a Python worker that did not connect back within its fixed 10 s (a busy machine)
+WORKER_START_TIMEOUT = "Python worker failed to connect back"
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -370,10 +372,22 @@ def _run(args: argparse.Namespace, conf: dict[str, str], graceful: GracefulStop)
                                   exactly_once=args.exactly_once, trigger=trigger, connector=args.connector)
             log.info("clickstream running: %s -> %s and %s (Ctrl-C to stop)", INPUT_TOPIC, OUTPUT_TOPIC, args.output)
         deadline = time.monotonic() + args.duration if args.duration else None
-        while not stop.is_set() and any(q.isActive for q in queries):
+        restarts_left = 3
+        while not stop.is_set() and (any(q.isActive for q in queries) or queries and restarts_left and any(
+                WORKER_START_TIMEOUT in str(q.exception()) for q in queries)):
             if deadline is not None and time.monotonic() >= deadline:
                 break
-            if any(not q.isActive and q.exception() is not None for q in queries):
+            failures = [q.exception() for q in queries if not q.isActive and q.exception() is not None]
+            if failures and restarts_left and all(WORKER_START_TIMEOUT in str(f) for f in failures):
+                # Spark gives the Python worker planning a source 10 s to start (not configurable); on a busy
+                # machine that can pass with nothing processed, and starting again from the checkpoints is safe
+                restarts_left -= 1
+                log.info("a Python worker of Spark's started too slowly; starting the queries again")
+                stop_queries(queries)
+                queries = start_sinks(counts, args.bootstrap, args.output, args.checkpoint,
+                                      exactly_once=args.exactly_once, trigger=trigger, connector=args.connector)
+                continue
+            if failures:
                 break  # one sink failed: the other would go on alone and the two would drift apart
             report.poll(queries)
             stop.wait(0.5)

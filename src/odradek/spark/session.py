@@ -32,9 +32,11 @@ def odradek_source_installed() -> bool:
     return importlib.util.find_spec("pyspark_odradek") is not None
 
 
-# Lines the JVM itself writes to stderr at start, which log4j does not see: Spark's launcher always adds the
-# incubating vector module, and the JVM warns about any incubating module.
-JVM_START_NOISE = (b"WARNING: Using incubator modules",)
+# Lines the driver JVM writes straight to stderr at start, past log4j: Spark's launcher always adds the
+# incubating vector module, and the JVM warns about any incubating module; Spark treats PySpark's driver as a
+# shell and says how to change the shell's log level.
+JVM_START_NOISE = (b"WARNING: Using incubator modules", b"Setting default log level to",
+                   b"To adjust logging level use sc.setLogLevel")
 
 
 @contextlib.contextmanager
