@@ -372,7 +372,7 @@ def _run(args: argparse.Namespace, conf: dict[str, str], graceful: GracefulStop)
                                   exactly_once=args.exactly_once, trigger=trigger, connector=args.connector)
             log.info("clickstream running: %s -> %s and %s (Ctrl-C to stop)", INPUT_TOPIC, OUTPUT_TOPIC, args.output)
         deadline = time.monotonic() + args.duration if args.duration else None
-        restarts_left = 3
+        restarts_left = 5
         while not stop.is_set() and (any(q.isActive for q in queries) or queries and restarts_left and any(
                 WORKER_START_TIMEOUT in str(q.exception()) for q in queries)):
             if deadline is not None and time.monotonic() >= deadline:
