@@ -116,7 +116,7 @@ def test_ctrl_c_stops_cleanly_and_restart_loses_nothing(broker_factory, tmp_path
     try:
         before = _lines_until(first, lambda line: " batch " in line, timeout=240)
         first.send_signal(signal.SIGINT)
-        rest, _ = first.communicate(timeout=120)
+        rest, _ = first.communicate(timeout=240)
     finally:
         if first.poll() is None:
             first.kill()
