@@ -291,6 +291,7 @@ def main(argv: list[str] | None = None) -> int:
     args.checkpoint = os.path.abspath(args.checkpoint)
     logging.basicConfig(level=args.log_level.upper(), stream=sys.stderr,
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    logging.getLogger("py4j").setLevel(logging.WARNING)  # "Closing down clientserver connection" at the end
     if args.connector == "kafka":
         try:
             kafka_connector_conf()  # before any event is produced: the reason if the package cannot be had
