@@ -56,6 +56,7 @@ WINDOW_MS = 60_000
 CONNECTORS = ("odradek", "kafka")
 # How Spark reports a Python worker that did not connect back within its fixed 10 s (a busy machine)
 WORKER_START_TIMEOUT = "Python worker failed to connect back"
+OUTPUT_FORMATS = ("auto", "live", "lines", "json", "quiet")
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -269,8 +270,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--standalone-dir", default="clickstream-output/spark-standalone",
                    help="logs and work directories of --standalone-workers (default %(default)s)")
     p.add_argument("--log-level", default="INFO")
-    p.add_argument("--quiet", action="store_true", help="no per-batch lines, only the summary and errors")
-    p.add_argument("--json", action="store_true", help="per-batch figures and the summary as JSON lines on stdout")
+    p.add_argument("--format", choices=OUTPUT_FORMATS, default="auto",
+                   help="what is printed while it runs: a live view refreshed per trigger (live), a line per "
+                        "micro-batch and per new window (lines), JSON lines (json) or only the summary (quiet); "
+                        "auto: live on a terminal, lines otherwise (default %(default)s)")
+    p.add_argument("--quiet", action="store_const", const="quiet", dest="format", help="same as --format quiet")
+    p.add_argument("--json", action="store_const", const="json", dest="format", help="same as --format json")
     return p
 
 
@@ -348,8 +353,9 @@ def main(argv: list[str] | None = None) -> int:
 def _run(args: argparse.Namespace, conf: dict[str, str], graceful: GracefulStop) -> int:
     """The streaming queries on a session of `args.master`, until they end, Ctrl-C, SIGTERM or --duration."""
     stop = graceful.event
-    style = "json" if args.json else "quiet" if args.quiet else "lines"
-    report = ProgressReport("clickstream", style)
+    style = args.format if args.format != "auto" else "live" if sys.stdout.isatty() else "lines"
+    trigger_ms = None if args.available_now else int(args.trigger_seconds * 1000)
+    report = ProgressReport("clickstream", style, trigger_ms=trigger_ms)
     if stop.is_set():  # stopped while the cluster started
         print(report.summary("stopped"), flush=True)
         return 0
@@ -363,6 +369,7 @@ def _run(args: argparse.Namespace, conf: dict[str, str], graceful: GracefulStop)
         print(f"Spark application UI: {spark.sparkContext.uiWebUrl}", file=sys.stderr, flush=True)
     failed = False
     queries: list[Any] = []
+    screen = ResultScreen(style, args.bootstrap, trigger_ms)
     try:
         if not stop.is_set():
             counts = page_counts(spark, args.bootstrap, watermark=args.watermark,
@@ -391,11 +398,13 @@ def _run(args: argparse.Namespace, conf: dict[str, str], graceful: GracefulStop)
             if failures:
                 break  # one sink failed: the other would go on alone and the two would drift apart
             report.poll(queries)
+            screen.show(report)
             stop.wait(0.5)
     finally:
         stop.set()
         stop_queries(queries)
         report.poll(queries)
+        screen.close(report)
         for q in queries:
             if q.exception() is not None:
                 failed = True
@@ -404,6 +413,76 @@ def _run(args: argparse.Namespace, conf: dict[str, str], graceful: GracefulStop)
     how = "failed" if failed else "finished" if args.available_now and not graceful.signals else "stopped"
     print(report.summary(how), flush=True)
     return 1 if failed else 0
+
+
+class ResultScreen:
+    """What the user sees of the results while the queries run, per output style: the live view (a terminal),
+    a line per new complete window (lines), a JSON object per window (json) or nothing (quiet). The windows
+    are read back from OUTPUT_TOPIC by a WindowFeed, so what is shown is what was committed."""
+
+    def __init__(self, style: str, bootstrap: str, trigger_ms: int | None) -> None:
+        from odradek.pipelines.live_view import WindowFeed
+
+        self.style, self.trigger_ms = style, trigger_ms
+        self.began = time.monotonic()
+        self.feed = WindowFeed(bootstrap, OUTPUT_TOPIC, INPUT_TOPIC).start() if style != "quiet" else None
+        self.live: Any = None
+        self.handlers: list[tuple[logging.StreamHandler, Any]] = []
+
+    def _state(self, report: ProgressReport) -> Any:
+        from odradek.pipelines.live_view import ViewState, consumed_offsets, lag_behind
+
+        windows, high = self.feed.snapshot() if self.feed is not None else ({}, {})
+        lags = [lag_behind(high, consumed_offsets(p)) for p in report.latest.values()]
+        last = report.last or {}
+        return ViewState(windows=windows, batches=report.batches, read_total=report.read,
+                         written_total=report.written, last_read=last.get("read"), last_written=last.get("written"),
+                         duration_ms=last.get("duration_ms"), trigger_ms=self.trigger_ms,
+                         lag=max((lag for lag in lags if lag is not None), default=None),
+                         elapsed_s=time.monotonic() - self.began)
+
+    def show(self, report: ProgressReport) -> None:
+        if self.feed is None:
+            return
+        if self.style == "live":
+            from odradek.pipelines.live_view import render_view
+
+            if self.live is None:
+                self._start_live()
+            self.live.update(render_view(self._state(report)), refresh=True)
+            return
+        from odradek.pipelines.live_view import window_line
+
+        for window, pages in self.feed.new_windows():
+            if self.style == "json":
+                print(json.dumps({"event": "window", "job": "clickstream", "window_start": window[0],
+                                  "window_end": window[1], "views": pages}), flush=True)
+            else:
+                print(window_line(window, pages), flush=True)
+
+    def _start_live(self) -> None:
+        from rich.console import Console
+        from rich.live import Live
+
+        self.live = Live(console=Console(), auto_refresh=False, redirect_stdout=True, redirect_stderr=True)
+        self.live.start()
+        # log lines go above the view (rich's stderr proxy) rather than through it
+        for handler in logging.getLogger().handlers:
+            if isinstance(handler, logging.StreamHandler) and handler.stream in (sys.__stderr__, sys.__stdout__):
+                self.handlers.append((handler, handler.setStream(sys.stderr)))
+
+    def close(self, report: ProgressReport) -> None:
+        if self.feed is not None:
+            self.feed.catch_up()  # the windows of the last micro-batch too
+        if self.live is not None:
+            self.show(report)  # the last frame stays on screen
+            self.live.stop()
+            for handler, stream in self.handlers:
+                handler.setStream(stream)
+        elif self.feed is not None:
+            self.show(report)
+        if self.feed is not None:
+            self.feed.stop()
 
 
 if __name__ == "__main__":

@@ -21,7 +21,7 @@ import threading
 import time
 from typing import Any, Callable, TextIO
 
-REPORT_STYLES = ("lines", "json", "quiet")
+REPORT_STYLES = ("lines", "json", "quiet", "live")  # "live": nothing printed per batch, a live view shows it
 
 
 class GracefulStop:
@@ -106,10 +106,13 @@ class ProgressReport:
     """Per-micro-batch figures of a job's queries, printed as `style` ("lines", "json" or "quiet")."""
 
     def __init__(self, job: str, style: str = "lines", out: TextIO | None = None,
-                 extra: Callable[[], str] | None = None) -> None:
+                 extra: Callable[[], str] | None = None, trigger_ms: int | None = None) -> None:
         self.job, self.style, self.out = job, style, out or sys.stdout
         self.extra = extra  # a line of the job's own (its latest results), printed after each batch line
+        self.trigger_ms = trigger_ms  # a batch longer than this is "falling behind" (Spark's WARN, as one word)
         self.seen: dict[str, int] = {}
+        self.latest: dict[str, dict[str, Any]] = {}  # per query, its latest micro-batch's progress
+        self.last: dict[str, Any] | None = None  # the figures of the latest micro-batch that read or wrote rows
         self.batches = self.read = self.written = 0
         self.began = time.monotonic()
 
@@ -124,19 +127,25 @@ class ProgressReport:
                 if batch <= self.seen.get(name, -1):
                     continue
                 self.seen[name] = batch
+                self.latest[name] = p
                 fig = _batch_figures(p)
                 if fig["read"] == 0 and not fig["written"]:
                     continue  # an idle trigger: nothing to show
                 self.batches += 1
                 self.read += fig["read"]
                 self.written += fig["written"] or 0
+                self.last = fig
                 self._print_batch(fig)
 
+    def falling_behind(self, fig: dict[str, Any]) -> bool:
+        return bool(self.trigger_ms and fig["duration_ms"] is not None and fig["duration_ms"] > self.trigger_ms)
+
     def _print_batch(self, fig: dict[str, Any]) -> None:
-        if self.style == "quiet":
+        if self.style in ("quiet", "live"):
             return
         if self.style == "json":
-            print(json.dumps({"event": "batch", "job": self.job, **fig}), file=self.out, flush=True)
+            print(json.dumps({"event": "batch", "job": self.job, **fig, "falling_behind": self.falling_behind(fig)}),
+                  file=self.out, flush=True)
             return
         parts = [f"{fig['query']} batch {fig['batch']}: read {fig['read']}"]
         if fig["written"] is not None:
@@ -145,6 +154,8 @@ class ProgressReport:
             parts.append(f"{fig['duration_ms'] / 1000:.1f} s")
         if fig["lag"] is not None:
             parts.append(f"lag {fig['lag']}")
+        if self.falling_behind(fig):
+            parts.append(f"falling behind (trigger {self.trigger_ms / 1000:g} s)")
         print(", ".join(parts), file=self.out, flush=True)
         if self.extra is not None:
             line = self.extra()
