@@ -114,7 +114,8 @@ def test_ctrl_c_stops_cleanly_and_restart_loses_nothing(broker_factory, tmp_path
 
     first = _pipeline(broker.bootstrap, tmp_path, "--trigger-seconds", "1", "--max-offsets-per-trigger", "40")
     try:
-        before = _lines_until(first, lambda line: " batch " in line, timeout=240)
+        # the first complete window on screen, read back from the topic (stdout is a pipe: one line per window)
+        before = _lines_until(first, lambda line: line.startswith("window "), timeout=240)
         first.send_signal(signal.SIGINT)
         rest, _ = first.communicate(timeout=240)
     finally:
@@ -127,6 +128,15 @@ def test_ctrl_c_stops_cleanly_and_restart_loses_nothing(broker_factory, tmp_path
     _assert_quiet(output)
     summary = [line for line in output.splitlines() if line.startswith("clickstream stopped:")]
     assert len(summary) == 1, output
+    assert any(" batch " in line and ": read " in line for line in before), output  # per-batch lines came first
+    # the first window shown is the first window of the events, with its top page and its count
+    first_start = min(ws for ws, _ in expected)
+    first_counts = {page: n for (ws, page), n in expected.items() if ws == first_start}
+    top_page, top_views = sorted(first_counts.items(), key=lambda kv: (-kv[1], kv[0]))[0]
+    hhmm = datetime.fromtimestamp(first_start / 1000, timezone.utc).strftime("%H:%M")
+    shown = [line for line in output.splitlines() if line.startswith("window ")]
+    assert shown[0].startswith(f"window {hhmm}-"), output
+    assert f": {top_page} {top_views}," in shown[0] and f"({sum(first_counts.values())} views" in shown[0], output
 
     second = _pipeline(broker.bootstrap, tmp_path, "--available-now", "--quiet")
     out2, _ = second.communicate(timeout=300)

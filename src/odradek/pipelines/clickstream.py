@@ -435,8 +435,12 @@ class ResultScreen:
         windows, high = self.feed.snapshot() if self.feed is not None else ({}, {})
         lags = [lag_behind(high, consumed_offsets(p)) for p in report.latest.values()]
         last = report.last or {}
-        return ViewState(windows=windows, batches=report.batches, read_total=report.read,
-                         written_total=report.written, last_read=last.get("read"), last_written=last.get("written"),
+        # both queries read the same events and write the same windows (to the topic, to Parquet): count them once
+        totals = report.per_query.values()
+        return ViewState(windows=windows, batches=max((t["batches"] for t in totals), default=0),
+                         read_total=max((t["read"] for t in totals), default=0),
+                         written_total=max((t["written"] for t in totals), default=0),
+                         last_read=last.get("read"), last_written=last.get("written"),
                          duration_ms=last.get("duration_ms"), trigger_ms=self.trigger_ms,
                          lag=max((lag for lag in lags if lag is not None), default=None),
                          elapsed_s=time.monotonic() - self.began)

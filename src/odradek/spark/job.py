@@ -113,6 +113,7 @@ class ProgressReport:
         self.seen: dict[str, int] = {}
         self.latest: dict[str, dict[str, Any]] = {}  # per query, its latest micro-batch's progress
         self.last: dict[str, Any] | None = None  # the figures of the latest micro-batch that read or wrote rows
+        self.per_query: dict[str, dict[str, int]] = {}  # per query, its rows read and written since start
         self.batches = self.read = self.written = 0
         self.began = time.monotonic()
 
@@ -134,6 +135,10 @@ class ProgressReport:
                 self.batches += 1
                 self.read += fig["read"]
                 self.written += fig["written"] or 0
+                totals = self.per_query.setdefault(name, {"batches": 0, "read": 0, "written": 0})
+                totals["batches"] += 1
+                totals["read"] += fig["read"]
+                totals["written"] += fig["written"] or 0
                 self.last = fig
                 self._print_batch(fig)
 

@@ -39,6 +39,13 @@ JVM_START_NOISE = (b"WARNING: Using incubator modules", b"Setting default log le
                    b"To adjust logging level use sc.setLogLevel")
 
 
+# A Python worker Spark started too slowly (a busy machine) to connect back within Spark's fixed 10 s prints its
+# traceback on the stderr it inherits from the JVM; the job sees the failure as the query's and starts the
+# query again (odradek.pipelines.clickstream), so the traceback is only noise.
+WORKER_CONNECT_BACK_NOISE = (b"[CANNOT_OPEN_SOCKET]",)
+TRACEBACK_LINES_HELD = 200
+
+
 @contextlib.contextmanager
 def jvm_stderr_filtered() -> Any:
     """While the driver JVM is launched in this block, it (and the processes it starts) get as stderr a pipe
@@ -52,10 +59,25 @@ def jvm_stderr_filtered() -> Any:
         return
 
     def copy() -> None:
+        held: list[bytes] = []  # a Python worker's traceback, until its last line says which error it is
         with os.fdopen(read_fd, "rb") as src:
             for line in src:
-                if not line.startswith(JVM_START_NOISE):
+                if line.startswith(JVM_START_NOISE):
+                    continue
+                if line.startswith(b"Traceback (most recent call last)") and not held:
+                    held.append(line)
+                    continue
+                if not held:
                     os.write(saved, line)
+                    continue
+                held.append(line)
+                if line[:1] in (b" ", b"\t") and len(held) < TRACEBACK_LINES_HELD:
+                    continue  # the traceback's frames
+                if line.startswith(b"Traceback"):
+                    continue
+                if not any(noise in line for noise in WORKER_CONNECT_BACK_NOISE):
+                    os.write(saved, b"".join(held))
+                held = []
 
     threading.Thread(target=copy, name="jvm-stderr", daemon=True).start()
     os.dup2(write_fd, 2)
