@@ -29,7 +29,7 @@ class GracefulStop:
 
     def __init__(self, event: threading.Event | None = None, out: TextIO | None = None) -> None:
         self.event = event or threading.Event()
-        self.out = out or sys.stderr
+        self._out = out  # None: sys.stderr when the signal comes (a live view may have put its proxy there)
         self.signals = 0
 
     def install(self) -> None:
@@ -41,10 +41,11 @@ class GracefulStop:
     def _on_signal(self, signum: int, _frame: Any) -> None:
         self.signals += 1
         if self.signals > 1:
-            print("odradek: stopping now (second signal)", file=self.out, flush=True)
+            print("odradek: stopping now (second signal)", file=self._out or sys.stderr, flush=True)
             os._exit(130)
         name = signal.Signals(signum).name
-        print(f"odradek: {name}: stopping after the current micro-batch (again to force)", file=self.out, flush=True)
+        print(f"odradek: {name}: stopping after the current micro-batch (again to force)", file=self._out or sys.stderr,
+              flush=True)
         self.event.set()
 
     def is_set(self) -> bool:
@@ -115,6 +116,7 @@ class ProgressReport:
         self.last: dict[str, Any] | None = None  # the figures of the latest micro-batch that read or wrote rows
         self.per_query: dict[str, dict[str, int]] = {}  # per query, its rows read and written since start
         self.batches = self.read = self.written = 0
+        self.written_known = False  # a sink that reports no count (foreachBatch) leaves "written" out of the summary
         self.began = time.monotonic()
 
     def poll(self, queries: list[Any]) -> None:
@@ -135,6 +137,7 @@ class ProgressReport:
                 self.batches += 1
                 self.read += fig["read"]
                 self.written += fig["written"] or 0
+                self.written_known = self.written_known or fig["written"] is not None
                 totals = self.per_query.setdefault(name, {"batches": 0, "read": 0, "written": 0})
                 totals["batches"] += 1
                 totals["read"] += fig["read"]
@@ -173,5 +176,5 @@ class ProgressReport:
         if self.style == "json":
             return json.dumps({"event": "summary", "job": self.job, "how": how, "batches": self.batches,
                                "read": self.read, "written": self.written, "seconds": round(secs, 1)})
-        return (f"{self.job} {how}: {self.batches} micro-batches, {self.read} rows read, {self.written} written "
-                f"in {secs:.0f} s")
+        written = f", {self.written} written" if self.written_known else ""
+        return f"{self.job} {how}: {self.batches} micro-batches, {self.read} rows read{written} in {secs:.0f} s"
