@@ -94,3 +94,35 @@ def test_window_feed_reads_committed_windows_and_high_watermarks(broker):
         assert feed.error is None
     finally:
         feed.stop()
+
+
+class _FinishedQuery:
+    """The part of a StreamingQuery ProgressReport reads: its recent progress, as Spark's JSON dicts."""
+
+    def __init__(self, progress: list[dict]) -> None:
+        self.recentProgress = progress
+
+
+def _progress(name: str, batch: int, rows: int, written: int, ms: int) -> dict:
+    return {"name": name, "batchId": batch, "numInputRows": rows, "durationMs": {"triggerExecution": ms},
+            "sink": {"numOutputRows": written},
+            "sources": [{"endOffset": json.dumps({"pageviews": {"0": 10 * (batch + 1)}}),
+                         "latestOffset": json.dumps({"pageviews": {"0": 100}})}]}
+
+
+def test_batch_lines_say_falling_behind_and_summary_counts_what_sinks_report(capsys):
+    from odradek.spark.job import ProgressReport
+
+    report = ProgressReport("clickstream", "lines", trigger_ms=5_000)
+    report.poll([_FinishedQuery([_progress("kafka", 0, 40, 8, 2_000), _progress("kafka", 1, 0, 0, 100),
+                                 _progress("kafka", 2, 40, 0, 7_500)])])
+    report.poll([_FinishedQuery([_progress("kafka", 2, 40, 0, 7_500)])])  # seen already: not again
+    lines = capsys.readouterr().out.splitlines()
+    assert lines == ["kafka batch 0: read 40, wrote 8, 2.0 s, lag 90",
+                     "kafka batch 2: read 40, wrote 0, 7.5 s, lag 70, falling behind (trigger 5 s)"]
+    assert report.summary("stopped").startswith("clickstream stopped: 2 micro-batches, 80 rows read, 8 written in ")
+
+    uncounted = ProgressReport("tables sync", "quiet")
+    uncounted.poll([_FinishedQuery([{**_progress("t", 0, 5, 0, 10), "sink": {"numOutputRows": -1}}])])
+    assert capsys.readouterr().out == ""
+    assert uncounted.summary("stopped").startswith("tables sync stopped: 1 micro-batches, 5 rows read in ")
