@@ -64,7 +64,9 @@ def test_clickstream_end_to_end(spark, broker, tmp_path, connector, request):
 # `odradek pipeline clickstream` as a user runs it: a process of its own, stopped with Ctrl-C, restarted
 # ---------------------------------------------------------------------------------------------------
 
-NOISE = ("Traceback", "Exception", "WARN", "SPARK_JOB_CANCELLED", "replaced a statically registered")
+# Java stack frames ("\tat org.apache...") and Spark's log lines above INFO, Python tracebacks, Spark's known noise
+NOISE = ("Traceback", "Exception", "WARN", "ERROR", "\tat ", "SPARK_JOB_CANCELLED", "replaced a statically registered",
+         "Current batch is falling behind")
 
 
 def _pipeline(bootstrap: str, tmp_path, *more: str) -> subprocess.Popen:
