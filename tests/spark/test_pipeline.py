@@ -5,6 +5,12 @@ format("kafka") (`--connector kafka`; skipped where that package could not be re
 from __future__ import annotations
 
 import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
 from datetime import datetime, timezone
 
 import pytest
@@ -50,5 +56,111 @@ def test_clickstream_end_to_end(spark, broker, tmp_path, connector, request):
         ws = int(datetime.strptime(v["window_start"], "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=timezone.utc)
                  .timestamp() * 1000)
         assert (ws, v["page"]) not in from_kafka, "a window was emitted twice"
+        from_kafka[(ws, v["page"])] = v["count"]
+    assert from_kafka == expected
+
+
+# ---------------------------------------------------------------------------------------------------
+# `odradek pipeline clickstream` as a user runs it: a process of its own, stopped with Ctrl-C, restarted
+# ---------------------------------------------------------------------------------------------------
+
+# Java stack frames ("\tat org.apache...") and Spark's log lines above INFO, Python tracebacks, Spark's known noise
+NOISE = ("Traceback", "Exception", "WARN", "ERROR", "\tat ", "SPARK_JOB_CANCELLED", "replaced a statically registered",
+         "Current batch is falling behind")
+
+
+def _pipeline(bootstrap: str, tmp_path, *more: str) -> subprocess.Popen:
+    cmd = [sys.executable, "-m", "odradek", "pipeline", "clickstream", "--bootstrap", bootstrap, "--rate", "0",
+           "--watermark", "30 seconds", "--output", str(tmp_path / "parquet"),
+           "--checkpoint", str(tmp_path / "cp"), "--conf", "spark.ui.enabled=false",
+           "--conf", "spark.driver.host=127.0.0.1", "--conf", "spark.driver.bindAddress=127.0.0.1", *more]
+    env = {**os.environ, "SPARK_LOCAL_IP": "127.0.0.1"}
+    return subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env,
+                            cwd=tmp_path)
+
+
+def _lines_until(proc: subprocess.Popen, predicate, timeout: float) -> list[str]:
+    """The process's output lines up to the first one matching `predicate` (bounded by `timeout`)."""
+    got: list[str] = []
+    deadline = time.monotonic() + timeout
+    done = threading.Event()
+
+    def read() -> None:
+        for line in proc.stdout:
+            got.append(line)
+            if predicate(line):
+                break
+        done.set()
+
+    threading.Thread(target=read, daemon=True).start()
+    assert done.wait(max(deadline - time.monotonic(), 0)), f"no such line in time; output so far:\n{''.join(got)}"
+    return got
+
+
+def _assert_quiet(output: str) -> None:
+    for word in NOISE:
+        assert word not in output, f"{word!r} on the pipeline's screen:\n{output}"
+
+
+def test_ctrl_c_stops_cleanly_and_restart_loses_nothing(broker_factory, tmp_path):
+    """Ctrl-C mid-stream: exit 0, a summary line, nothing of Spark's on screen; the restarted pipeline then
+    completes from the checkpoint with every closed window once, in Parquet and in the topic, as an
+    uninterrupted run computes them (expected_counts, the reference test_clickstream_end_to_end holds the
+    pipeline to)."""
+    broker = broker_factory()
+    clickstream.ensure_topics(broker.bootstrap)
+    start = 1_700_000_000_000 - 1_700_000_000_000 % 60_000
+    events = clickstream.generate_events(600, start + 1_234, 6 * 60_000, seed=13, disorder_ms=20_000)
+    assert clickstream.produce_events(broker.bootstrap, events) == 600
+    expected = clickstream.expected_counts(events, 30_000)
+
+    first = _pipeline(broker.bootstrap, tmp_path, "--trigger-seconds", "1", "--max-offsets-per-trigger", "40")
+    try:
+        # the first complete window on screen, read back from the topic (stdout is a pipe: one line per window)
+        before = _lines_until(first, lambda line: line.startswith("window "), timeout=240)
+        first.send_signal(signal.SIGINT)
+        rest, _ = first.communicate(timeout=240)
+    finally:
+        if first.poll() is None:
+            first.kill()
+            first.wait()
+    output = "".join(before) + rest
+    assert first.returncode == 0, output
+    assert "clickstream stopped:" in output, output
+    _assert_quiet(output)
+    summary = [line for line in output.splitlines() if line.startswith("clickstream stopped:")]
+    assert len(summary) == 1, output
+    assert any(" batch " in line and ": read " in line for line in before), output  # per-batch lines came first
+    # the first window shown is the first window of the events, with its top page and its count
+    first_start = min(ws for ws, _ in expected)
+    first_counts = {page: n for (ws, page), n in expected.items() if ws == first_start}
+    top_page, top_views = sorted(first_counts.items(), key=lambda kv: (-kv[1], kv[0]))[0]
+    hhmm = datetime.fromtimestamp(first_start / 1000, timezone.utc).strftime("%H:%M")
+    shown = [line for line in output.splitlines() if line.startswith("window ")]
+    assert shown[0].startswith(f"window {hhmm}-"), output
+    assert f": {top_page} {top_views}," in shown[0] and f"({sum(first_counts.values())} views" in shown[0], output
+
+    second = _pipeline(broker.bootstrap, tmp_path, "--available-now", "--quiet")
+    out2, _ = second.communicate(timeout=300)
+    assert second.returncode == 0, out2
+    assert "clickstream finished:" in out2, out2
+    _assert_quiet(out2)
+
+    import pyarrow.parquet as pq
+
+    table = pq.read_table(str(tmp_path / "parquet")).to_pylist()
+    from_parquet: dict = {}
+    for r in table:
+        key = (int(r["window_start"].replace(tzinfo=timezone.utc).timestamp() * 1000), r["page"])
+        assert key not in from_parquet, f"window {key} written twice to Parquet"
+        from_parquet[key] = r["count"]
+    assert from_parquet == expected
+
+    from_kafka: dict = {}
+    for m in read_all(broker.bootstrap, clickstream.OUTPUT_TOPIC, 4, isolation="read_committed"):
+        v = json.loads(m.value())
+        ws = int(datetime.strptime(v["window_start"], "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=timezone.utc)
+                 .timestamp() * 1000)
+        assert (ws, v["page"]) not in from_kafka, "a window was written twice to the topic"
         from_kafka[(ws, v["page"])] = v["count"]
     assert from_kafka == expected

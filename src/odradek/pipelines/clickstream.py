@@ -33,13 +33,13 @@ import json
 import logging
 import os
 import random
-import signal
 import sys
 import threading
 import time
 from pathlib import Path
 from typing import Any, Iterable
 
+from odradek.spark.job import GracefulStop, ProgressReport, stop_queries
 from odradek.tools.common import key_value
 
 log = logging.getLogger("odradek.pipelines.clickstream")
@@ -54,6 +54,9 @@ WINDOW_MS = 60_000
 # (the spark-sql-kafka-0-10 package: spark_session() puts the copy `make spark-packages` cached on the classpath,
 # resolving it first if need be). Both take the same options; only odradek's sink writes exactly once.
 CONNECTORS = ("odradek", "kafka")
+# How Spark reports a Python worker that did not connect back within its fixed 10 s (a busy machine)
+WORKER_START_TIMEOUT = "Python worker failed to connect back"
+OUTPUT_FORMATS = ("auto", "live", "lines", "json", "quiet")
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -267,6 +270,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--standalone-dir", default="clickstream-output/spark-standalone",
                    help="logs and work directories of --standalone-workers (default %(default)s)")
     p.add_argument("--log-level", default="INFO")
+    p.add_argument("--format", choices=OUTPUT_FORMATS, default="auto",
+                   help="what is printed while it runs: a live view refreshed per trigger (live), a line per "
+                        "micro-batch and per new window (lines), JSON lines (json) or only the summary (quiet); "
+                        "auto: live on a terminal, lines otherwise (default %(default)s)")
+    p.add_argument("--quiet", action="store_const", const="quiet", dest="format", help="same as --format quiet")
+    p.add_argument("--json", action="store_const", const="json", dest="format", help="same as --format json")
     return p
 
 
@@ -287,6 +296,7 @@ def main(argv: list[str] | None = None) -> int:
     args.checkpoint = os.path.abspath(args.checkpoint)
     logging.basicConfig(level=args.log_level.upper(), stream=sys.stderr,
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    logging.getLogger("py4j").setLevel(logging.WARNING)  # "Closing down clientserver connection" at the end
     if args.connector == "kafka":
         try:
             kafka_connector_conf()  # before any event is produced: the reason if the package cannot be had
@@ -294,13 +304,11 @@ def main(argv: list[str] | None = None) -> int:
             log.error("%s", exc)
             return 2
     ensure_topics(args.bootstrap)
-    stop = threading.Event()
-
-    def on_signal(_sig: int, _frame: Any) -> None:
-        stop.set()
-
-    # SIGTERM ends the run as Ctrl-C does (queries stopped, a cluster of --standalone-workers too)
-    signal.signal(signal.SIGTERM, on_signal)
+    # Ctrl-C and SIGTERM end the run gracefully (queries stopped between micro-batches, Spark and a cluster of
+    # --standalone-workers stopped, status 0); a second one forces
+    graceful = GracefulStop()
+    graceful.install()
+    stop = graceful.event
     generator: threading.Thread | None = None
     if args.events:
         now = int(time.time() * 1000)
@@ -335,52 +343,150 @@ def main(argv: list[str] | None = None) -> int:
         print(f"Spark master UI: {cluster.ui_url}  (master {cluster.master_url}, {args.standalone_workers} "
               f"worker(s), logs in {cluster.base_dir / 'logs'})", flush=True)
     try:
-        return _run(args, conf, stop)
-    except KeyboardInterrupt:  # before the queries ran (Ctrl-C while Spark started)
-        return 130
+        return _run(args, conf, graceful)
     finally:
         stop.set()
         if cluster is not None:
             cluster.stop()
 
 
-def _run(args: argparse.Namespace, conf: dict[str, str], stop: threading.Event) -> int:
+def _run(args: argparse.Namespace, conf: dict[str, str], graceful: GracefulStop) -> int:
     """The streaming queries on a session of `args.master`, until they end, Ctrl-C, SIGTERM or --duration."""
+    stop = graceful.event
+    style = args.format if args.format != "auto" else "live" if sys.stdout.isatty() else "lines"
+    trigger_ms = None if args.available_now else int(args.trigger_seconds * 1000)
+    report = ProgressReport("clickstream", style, trigger_ms=trigger_ms)
+    if stop.is_set():  # stopped while the cluster started
+        print(report.summary("stopped"), flush=True)
+        return 0
     try:
         spark = spark_session(args.master, connector=args.connector, extra=conf)
     except RuntimeError as exc:
         log.error("%s", exc)
         return 2
-    spark.sparkContext.setLogLevel("WARN")
-    if spark.sparkContext.uiWebUrl:
-        log.info("Spark application UI: %s", spark.sparkContext.uiWebUrl)
-    counts = page_counts(spark, args.bootstrap, watermark=args.watermark,
-                         max_offsets_per_trigger=args.max_offsets_per_trigger, connector=args.connector)
-    trigger = {"availableNow": True} if args.available_now else {"processingTime": f"{args.trigger_seconds} seconds"}
-    queries = start_sinks(counts, args.bootstrap, args.output, args.checkpoint,
-                          exactly_once=args.exactly_once, trigger=trigger, connector=args.connector)
-    log.info("clickstream running: %s -> %s and %s (Ctrl-C to stop)", INPUT_TOPIC, OUTPUT_TOPIC, args.output)
-    deadline = time.monotonic() + args.duration if args.duration else None
+    graceful.install()  # again: SparkContext put PySpark's own SIGINT handler (cancel every job) in its place
+    if spark.sparkContext.uiWebUrl and style != "json":
+        print(f"Spark application UI: {spark.sparkContext.uiWebUrl}", file=sys.stderr, flush=True)
     failed = False
+    queries: list[Any] = []
+    screen = ResultScreen(style, args.bootstrap, trigger_ms)
     try:
-        while not stop.is_set() and any(q.isActive for q in queries):
+        if not stop.is_set():
+            counts = page_counts(spark, args.bootstrap, watermark=args.watermark,
+                                 max_offsets_per_trigger=args.max_offsets_per_trigger, connector=args.connector)
+            trigger = ({"availableNow": True} if args.available_now
+                       else {"processingTime": f"{args.trigger_seconds} seconds"})
+            queries = start_sinks(counts, args.bootstrap, args.output, args.checkpoint,
+                                  exactly_once=args.exactly_once, trigger=trigger, connector=args.connector)
+            log.info("clickstream running: %s -> %s and %s (Ctrl-C to stop)", INPUT_TOPIC, OUTPUT_TOPIC, args.output)
+        deadline = time.monotonic() + args.duration if args.duration else None
+        restarts_left = 5
+        while not stop.is_set() and (any(q.isActive for q in queries) or queries and restarts_left and any(
+                WORKER_START_TIMEOUT in str(q.exception()) for q in queries)):
             if deadline is not None and time.monotonic() >= deadline:
                 break
-            if any(not q.isActive and q.exception() is not None for q in queries):
+            failures = [q.exception() for q in queries if not q.isActive and q.exception() is not None]
+            if failures and restarts_left and all(WORKER_START_TIMEOUT in str(f) for f in failures):
+                # Spark gives the Python worker planning a source 10 s to start (not configurable); on a busy
+                # machine that can pass with nothing processed, and starting again from the checkpoints is safe
+                restarts_left -= 1
+                log.info("a Python worker of Spark's started too slowly; starting the queries again")
+                stop_queries(queries)
+                queries = start_sinks(counts, args.bootstrap, args.output, args.checkpoint,
+                                      exactly_once=args.exactly_once, trigger=trigger, connector=args.connector)
+                continue
+            if failures:
                 break  # one sink failed: the other would go on alone and the two would drift apart
-            time.sleep(0.5)
-    except KeyboardInterrupt:
-        pass
+            report.poll(queries)
+            screen.show(report)
+            stop.wait(0.5)
     finally:
         stop.set()
+        stop_queries(queries)
+        report.poll(queries)
+        screen.close(report)
         for q in queries:
-            if q.isActive:
-                q.stop()
             if q.exception() is not None:
                 failed = True
                 log.error("query %s failed: %s", q.name, q.exception())
         spark.stop()
+    how = "failed" if failed else "finished" if args.available_now and not graceful.signals else "stopped"
+    print(report.summary(how), flush=True)
     return 1 if failed else 0
+
+
+class ResultScreen:
+    """What the user sees of the results while the queries run, per output style: the live view (a terminal),
+    a line per new complete window (lines), a JSON object per window (json) or nothing (quiet). The windows
+    are read back from OUTPUT_TOPIC by a WindowFeed, so what is shown is what was committed."""
+
+    def __init__(self, style: str, bootstrap: str, trigger_ms: int | None) -> None:
+        from odradek.pipelines.live_view import WindowFeed
+
+        self.style, self.trigger_ms = style, trigger_ms
+        self.began = time.monotonic()
+        self.feed = WindowFeed(bootstrap, OUTPUT_TOPIC, INPUT_TOPIC).start() if style != "quiet" else None
+        self.live: Any = None
+        self.handlers: list[tuple[logging.StreamHandler, Any]] = []
+
+    def _state(self, report: ProgressReport) -> Any:
+        from odradek.pipelines.live_view import ViewState, consumed_offsets, lag_behind
+
+        windows, high = self.feed.snapshot() if self.feed is not None else ({}, {})
+        lags = [lag_behind(high, consumed_offsets(p)) for p in report.latest.values()]
+        last = report.last or {}
+        # both queries read the same events and write the same windows (to the topic, to Parquet): count them once
+        totals = report.per_query.values()
+        return ViewState(windows=windows, batches=max((t["batches"] for t in totals), default=0),
+                         read_total=max((t["read"] for t in totals), default=0),
+                         written_total=max((t["written"] for t in totals), default=0),
+                         last_read=last.get("read"), last_written=last.get("written"),
+                         duration_ms=last.get("duration_ms"), trigger_ms=self.trigger_ms,
+                         lag=max((lag for lag in lags if lag is not None), default=None),
+                         elapsed_s=time.monotonic() - self.began)
+
+    def show(self, report: ProgressReport) -> None:
+        if self.feed is None:
+            return
+        if self.style == "live":
+            from odradek.pipelines.live_view import render_view
+
+            if self.live is None:
+                self._start_live()
+            self.live.update(render_view(self._state(report)), refresh=True)
+            return
+        from odradek.pipelines.live_view import window_line
+
+        for window, pages in self.feed.new_windows():
+            if self.style == "json":
+                print(json.dumps({"event": "window", "job": "clickstream", "window_start": window[0],
+                                  "window_end": window[1], "views": pages}), flush=True)
+            else:
+                print(window_line(window, pages), flush=True)
+
+    def _start_live(self) -> None:
+        from rich.console import Console
+        from rich.live import Live
+
+        self.live = Live(console=Console(), auto_refresh=False, redirect_stdout=True, redirect_stderr=True)
+        self.live.start()
+        # log lines go above the view (rich's stderr proxy) rather than through it
+        for handler in logging.getLogger().handlers:
+            if isinstance(handler, logging.StreamHandler) and handler.stream in (sys.__stderr__, sys.__stdout__):
+                self.handlers.append((handler, handler.setStream(sys.stderr)))
+
+    def close(self, report: ProgressReport) -> None:
+        if self.feed is not None:
+            self.feed.catch_up()  # the windows of the last micro-batch too
+        if self.live is not None:
+            self.show(report)  # the last frame stays on screen
+            self.live.stop()
+            for handler, stream in self.handlers:
+                handler.setStream(stream)
+        elif self.feed is not None:
+            self.show(report)
+        if self.feed is not None:
+            self.feed.stop()
 
 
 if __name__ == "__main__":

@@ -296,7 +296,9 @@ class KafkaStreamWriter(DataSourceStreamArrowWriter):
                  batchId, sum(m.records for m in done), sum(1 for m in done if m.skipped))
 
     def abort(self, messages: List[Optional[WriterCommitMessage]], batchId: int) -> None:
-        log.warning("batch %d failed; %s", batchId,
+        # info: a graceful stop aborts the batch it interrupts, and a real failure reaches the job as the query's
+        # exception; this process (a Python worker) has no handler of its own for lower levels
+        log.info("batch %d aborted; %s", batchId,
                     "tasks that committed keep their output and are skipped when the batch is replayed"
                     if self.transactional else "records of finished tasks stay in Kafka (at least once)")
 

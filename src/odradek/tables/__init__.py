@@ -53,6 +53,7 @@ def add_parser(sub: Any) -> None:
                    help="a Kafka client setting for the source (repeatable), e.g. security.protocol=SSL")
     s.add_argument("--duration", type=float, default=None, help="stop after this many seconds")
     s.add_argument("--log-level", default="INFO")
+    s.add_argument("--quiet", action="store_true", help="no per-batch lines, only the summary and errors")
 
 
 def run(args: argparse.Namespace) -> int:

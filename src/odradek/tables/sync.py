@@ -36,9 +36,7 @@ import json
 import logging
 import os
 import re
-import signal
 import sys
-import threading
 import time
 import uuid
 from dataclasses import dataclass, field
@@ -321,14 +319,19 @@ def main(args: argparse.Namespace) -> int:
             return TableSpec.of(topic, args.path, args.mode, args.checkpoint)
         return TableSpec.of(topic, os.path.join(args.path, topic), args.mode)
 
-    stop = threading.Event()
-    signal.signal(signal.SIGTERM, lambda *_: stop.set())
+    from odradek.spark.job import GracefulStop, ProgressReport, stop_queries
+
+    # Ctrl-C and SIGTERM stop the queries between micro-batches, then Spark (status 0); a second one forces
+    graceful = GracefulStop()
+    graceful.install()
+    stop = graceful.event
+    report = ProgressReport("tables sync", "quiet" if getattr(args, "quiet", False) else "lines")
     try:
         spark = _session(args)
     except SyncError as exc:
         log.error("%s", exc)
         return 2
-    spark.sparkContext.setLogLevel("WARN")
+    graceful.install()  # again: SparkContext put PySpark's own SIGINT handler (cancel every job) in its place
     syncs: dict[str, TopicSync] = {}
 
     def add_new_topics() -> None:
@@ -370,13 +373,13 @@ def main(args: argparse.Namespace) -> int:
                     s.restart_if_schema_changed()
                 if args.topics_pattern is not None:
                     add_new_topics()
+            report.poll([s.query for s in syncs.values() if s.query is not None])
             stop.wait(0.5)
-    except KeyboardInterrupt:
-        pass
     finally:
+        queries = [s.query for s in syncs.values() if s.query is not None]
+        stop_queries(queries)
+        report.poll(queries)
         for s in syncs.values():
-            if s.query is not None and s.query.isActive:
-                s.query.stop()
             if s.failure() is not None:
                 failed = True
                 log.error("the sync of %s failed: %s", s.spec.topic, s.failure())
@@ -385,4 +388,6 @@ def main(args: argparse.Namespace) -> int:
         for s in syncs.values():
             progress = s.query.lastProgress if s.query is not None else None
             log.info("%s: %s", s.spec.topic, f"last batch {progress['batchId']}" if progress else "no batch")
+    how = "failed" if failed else "finished" if args.available_now and not graceful.signals else "stopped"
+    print(report.summary(how), flush=True)
     return 1 if failed else 0

@@ -1,0 +1,180 @@
+"""How odradek's streaming Spark jobs stop and report: Ctrl-C/SIGTERM as a graceful stop, the progress of their
+queries as figures (per micro-batch lines, JSON lines or nothing) and a one-line summary at the end.
+
+* `GracefulStop` takes SIGINT and SIGTERM: the first sets an event the job's loop watches (the queries are then
+  stopped between micro-batches, Spark stopped, exit status 0); a second one forces the exit (status 130).
+  PySpark's own SIGINT handler (installed by SparkContext) cancels every running job, which prints
+  SPARK_JOB_CANCELLED stack traces: `install()` is called again once the session exists.
+* `stop_queries` waits (bounded) for a query's running micro-batch to finish before stopping it, so the batch is
+  committed; one still running at the bound is interrupted and replayed from the checkpoint on the next start.
+* `ProgressReport` reads each query's `recentProgress` (StreamingQueryProgress as dicts) and prints one line per
+  new micro-batch, the totals at the end.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import sys
+import threading
+import time
+from typing import Any, Callable, TextIO
+
+REPORT_STYLES = ("lines", "json", "quiet", "live")  # "live": nothing printed per batch, a live view shows it
+
+
+class GracefulStop:
+    """SIGINT/SIGTERM -> `event` set (first signal), immediate exit with status 130 (second)."""
+
+    def __init__(self, event: threading.Event | None = None, out: TextIO | None = None) -> None:
+        self.event = event or threading.Event()
+        self._out = out  # None: sys.stderr when the signal comes (a live view may have put its proxy there)
+        self.signals = 0
+
+    def install(self) -> None:
+        if threading.current_thread() is not threading.main_thread():
+            return  # only the main thread may set handlers (a job run from a test's thread)
+        signal.signal(signal.SIGINT, self._on_signal)
+        signal.signal(signal.SIGTERM, self._on_signal)
+
+    def _on_signal(self, signum: int, _frame: Any) -> None:
+        self.signals += 1
+        if self.signals > 1:
+            print("odradek: stopping now (second signal)", file=self._out or sys.stderr, flush=True)
+            os._exit(130)
+        name = signal.Signals(signum).name
+        print(f"odradek: {name}: stopping after the current micro-batch (again to force)", file=self._out or sys.stderr,
+              flush=True)
+        self.event.set()
+
+    def is_set(self) -> bool:
+        return self.event.is_set()
+
+
+def stop_queries(queries: list[Any], wait_s: float = 10.0) -> None:
+    """Stop each active query once its micro-batch in progress (if any) has finished, waiting at most `wait_s`
+    in all: a query with a backlog starts its next batch as soon as one ends, so waiting for an idle moment
+    could last as long as the backlog; the batch a stop interrupts is replayed from the checkpoint."""
+    deadline = time.monotonic() + wait_s
+    for q in queries:
+        while q.isActive and time.monotonic() < deadline:
+            try:
+                if not q.status.get("isTriggerActive", False):
+                    break
+            except Exception:  # the query ended while asked: nothing to wait for
+                break
+            time.sleep(0.1)
+        if q.isActive:
+            q.stop()
+
+
+def _batch_figures(progress: dict[str, Any]) -> dict[str, Any]:
+    sources = progress.get("sources") or [{}]
+    sink = progress.get("sink") or {}
+    lag = None
+    for s in sources:  # per source, the offsets behind the latest one Spark saw, where both are offsets maps
+        end, latest = _offsets(s.get("endOffset")), _offsets(s.get("latestOffset"))
+        if end is not None and latest is not None:
+            lag = (lag or 0) + sum(max(latest.get(k, 0) - v, 0) for k, v in end.items())
+    return {"query": progress.get("name"), "batch": progress.get("batchId"),
+            "read": int(progress.get("numInputRows") or 0),
+            "written": sink.get("numOutputRows") if sink.get("numOutputRows", -1) >= 0 else None,
+            "duration_ms": (progress.get("durationMs") or {}).get("triggerExecution"),
+            "rows_per_s": round(float(progress.get("processedRowsPerSecond") or 0.0), 1), "lag": lag}
+
+
+def _offsets(value: Any) -> dict[str, int] | None:
+    """{topic-partition: offset} from a source's offset as shown in progress (JSON text or a dict)."""
+    if isinstance(value, str):
+        try:
+            value = json.loads(value)
+        except ValueError:
+            return None
+    if not isinstance(value, dict):
+        return None
+    flat: dict[str, int] = {}
+    for topic, parts in value.items():
+        if not isinstance(parts, dict):
+            return None
+        for part, off in parts.items():
+            if isinstance(off, int):
+                flat[f"{topic}-{part}"] = off
+    return flat
+
+
+class ProgressReport:
+    """Per-micro-batch figures of a job's queries, printed as `style` ("lines", "json" or "quiet")."""
+
+    def __init__(self, job: str, style: str = "lines", out: TextIO | None = None,
+                 extra: Callable[[], str] | None = None, trigger_ms: int | None = None) -> None:
+        self.job, self.style, self.out = job, style, out or sys.stdout
+        self.extra = extra  # a line of the job's own (its latest results), printed after each batch line
+        self.trigger_ms = trigger_ms  # a batch longer than this is "falling behind" (Spark's WARN, as one word)
+        self.seen: dict[str, int] = {}
+        self.latest: dict[str, dict[str, Any]] = {}  # per query, its latest micro-batch's progress
+        self.last: dict[str, Any] | None = None  # the figures of the latest micro-batch that read or wrote rows
+        self.per_query: dict[str, dict[str, int]] = {}  # per query, its rows read and written since start
+        self.batches = self.read = self.written = 0
+        self.written_known = False  # a sink that reports no count (foreachBatch) leaves "written" out of the summary
+        self.began = time.monotonic()
+
+    def poll(self, queries: list[Any]) -> None:
+        for q in queries:
+            try:
+                recent = q.recentProgress
+            except Exception:  # the query ended: its progress was read on the previous poll
+                continue
+            for p in recent:
+                name, batch = p.get("name") or str(p.get("id")), p.get("batchId", -1)
+                if batch <= self.seen.get(name, -1):
+                    continue
+                self.seen[name] = batch
+                self.latest[name] = p
+                fig = _batch_figures(p)
+                if fig["read"] == 0 and not fig["written"]:
+                    continue  # an idle trigger: nothing to show
+                self.batches += 1
+                self.read += fig["read"]
+                self.written += fig["written"] or 0
+                self.written_known = self.written_known or fig["written"] is not None
+                totals = self.per_query.setdefault(name, {"batches": 0, "read": 0, "written": 0})
+                totals["batches"] += 1
+                totals["read"] += fig["read"]
+                totals["written"] += fig["written"] or 0
+                self.last = fig
+                self._print_batch(fig)
+
+    def falling_behind(self, fig: dict[str, Any]) -> bool:
+        return bool(self.trigger_ms and fig["duration_ms"] is not None and fig["duration_ms"] > self.trigger_ms)
+
+    def _print_batch(self, fig: dict[str, Any]) -> None:
+        if self.style in ("quiet", "live"):
+            return
+        if self.style == "json":
+            print(json.dumps({"event": "batch", "job": self.job, **fig, "falling_behind": self.falling_behind(fig)}),
+                  file=self.out, flush=True)
+            return
+        parts = [f"{fig['query']} batch {fig['batch']}: read {fig['read']}"]
+        if fig["written"] is not None:
+            parts.append(f"wrote {fig['written']}")
+        if fig["duration_ms"] is not None:
+            parts.append(f"{fig['duration_ms'] / 1000:.1f} s")
+        if fig["lag"] is not None:
+            parts.append(f"lag {fig['lag']}")
+        if self.falling_behind(fig):
+            parts.append(f"falling behind (trigger {self.trigger_ms / 1000:g} s)")
+        print(", ".join(parts), file=self.out, flush=True)
+        if self.extra is not None:
+            line = self.extra()
+            if line:
+                print(f"  {line}", file=self.out, flush=True)
+
+    def summary(self, how: str) -> str:
+        """The one line printed when the job ends (`how`: "stopped", "finished", "failed")."""
+        secs = time.monotonic() - self.began
+        if self.style == "json":
+            return json.dumps({"event": "summary", "job": self.job, "how": how, "batches": self.batches,
+                               "read": self.read, "written": self.written, "seconds": round(secs, 1)})
+        written = f", {self.written} written" if self.written_known else ""
+        return f"{self.job} {how}: {self.batches} micro-batches, {self.read} rows read{written} in {secs:.0f} s"
