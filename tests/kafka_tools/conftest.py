@@ -11,7 +11,6 @@ kafka-tools), java or ZooKeeper the tests skip with the reason; under CI (`CI` s
 from __future__ import annotations
 
 import os
-from pathlib import Path
 from typing import Iterator
 
 import pytest

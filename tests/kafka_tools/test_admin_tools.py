@@ -13,11 +13,11 @@ import json
 import time
 
 import pytest
-from confluent_kafka import Consumer, Producer, TopicPartition
+from confluent_kafka import Consumer, Producer
 
 from tests.interop.helpers import wait_until
 
-from .tools import assert_same, normalise, table
+from .tools import assert_same, table
 
 pytestmark = pytest.mark.timeout(240)
 

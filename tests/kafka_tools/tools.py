@@ -146,7 +146,7 @@ def assert_same(outcomes: dict[str, Outcome], sides: Sequence[Side],
     codes = {s.name: outcomes[s.name].rc for s in sides}
     report = "\n".join(f"=== {name}: {outcomes[name]}" for name in outcomes)
     assert len(set(codes.values())) == 1, f"exit codes differ: {codes}\n{report}"
-    assert len(set(seen.values())) == 1, f"outputs differ:\n" + "\n".join(
+    assert len(set(seen.values())) == 1, "outputs differ:\n" + "\n".join(
         f"--- {name} (normalised)\n{text}" for name, text in seen.items()) + f"\n{report}"
     return next(iter(seen.values()))
 

@@ -126,3 +126,17 @@ def test_batch_lines_say_falling_behind_and_summary_counts_what_sinks_report(cap
     uncounted.poll([_FinishedQuery([{**_progress("t", 0, 5, 0, 10), "sink": {"numOutputRows": -1}}])])
     assert capsys.readouterr().out == ""
     assert uncounted.summary("stopped").startswith("tables sync stopped: 1 micro-batches, 5 rows read in ")
+
+
+def test_a_summary_counts_the_events_of_queries_sharing_one_input_once():
+    from odradek.spark.job import ProgressReport
+
+    # the clickstream's two queries (topic and Parquet sinks) read the same 80 events over two batches each
+    report = ProgressReport("clickstream", "quiet", one_input=True)
+    report.poll([_FinishedQuery([_progress("kafka", 0, 40, 8, 2_000), _progress("kafka", 1, 40, 0, 2_000)]),
+                 _FinishedQuery([_progress("parquet", 0, 40, 8, 2_000), _progress("parquet", 1, 40, 0, 2_000)])])
+    assert report.totals() == (2, 80, 8)
+    assert report.summary("stopped").startswith("clickstream stopped: 2 micro-batches, 80 rows read, 8 written in ")
+    summed = ProgressReport("tables sync", "quiet")
+    summed.poll([_FinishedQuery([_progress("a", 0, 40, 8, 2_000)]), _FinishedQuery([_progress("b", 0, 30, 6, 2_000)])])
+    assert summed.totals() == (2, 70, 14)

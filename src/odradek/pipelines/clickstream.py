@@ -355,7 +355,7 @@ def _run(args: argparse.Namespace, conf: dict[str, str], graceful: GracefulStop)
     stop = graceful.event
     style = args.format if args.format != "auto" else "live" if sys.stdout.isatty() else "lines"
     trigger_ms = None if args.available_now else int(args.trigger_seconds * 1000)
-    report = ProgressReport("clickstream", style, trigger_ms=trigger_ms)
+    report = ProgressReport("clickstream", style, trigger_ms=trigger_ms, one_input=True)
     if stop.is_set():  # stopped while the cluster started
         print(report.summary("stopped"), flush=True)
         return 0
@@ -435,11 +435,8 @@ class ResultScreen:
         windows, high = self.feed.snapshot() if self.feed is not None else ({}, {})
         lags = [lag_behind(high, consumed_offsets(p)) for p in report.latest.values()]
         last = report.last or {}
-        # both queries read the same events and write the same windows (to the topic, to Parquet): count them once
-        totals = report.per_query.values()
-        return ViewState(windows=windows, batches=max((t["batches"] for t in totals), default=0),
-                         read_total=max((t["read"] for t in totals), default=0),
-                         written_total=max((t["written"] for t in totals), default=0),
+        batches, read, written = report.totals()  # both queries read the same events: counted once
+        return ViewState(windows=windows, batches=batches, read_total=read, written_total=written,
                          last_read=last.get("read"), last_written=last.get("written"),
                          duration_ms=last.get("duration_ms"), trigger_ms=self.trigger_ms,
                          lag=max((lag for lag in lags if lag is not None), default=None),

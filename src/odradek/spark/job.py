@@ -107,8 +107,12 @@ class ProgressReport:
     """Per-micro-batch figures of a job's queries, printed as `style` ("lines", "json" or "quiet")."""
 
     def __init__(self, job: str, style: str = "lines", out: TextIO | None = None,
-                 extra: Callable[[], str] | None = None, trigger_ms: int | None = None) -> None:
+                 extra: Callable[[], str] | None = None, trigger_ms: int | None = None,
+                 one_input: bool = False) -> None:
         self.job, self.style, self.out = job, style, out or sys.stdout
+        # the queries read the same events and write the same results (one query per sink): a summary counts
+        # them once, as the busiest query saw them
+        self.one_input = one_input
         self.extra = extra  # a line of the job's own (its latest results), printed after each batch line
         self.trigger_ms = trigger_ms  # a batch longer than this is "falling behind" (Spark's WARN, as one word)
         self.seen: dict[str, int] = {}
@@ -170,11 +174,21 @@ class ProgressReport:
             if line:
                 print(f"  {line}", file=self.out, flush=True)
 
+    def totals(self) -> tuple[int, int, int]:
+        """(micro-batches, rows read, rows written) since start: summed over the queries, or with `one_input`
+        the most any one query saw."""
+        if not self.one_input:
+            return self.batches, self.read, self.written
+        per_query = self.per_query.values()
+        return tuple(max((t[k] for t in per_query), default=0)  # type: ignore[return-value]
+                     for k in ("batches", "read", "written"))
+
     def summary(self, how: str) -> str:
         """The one line printed when the job ends (`how`: "stopped", "finished", "failed")."""
         secs = time.monotonic() - self.began
+        batches, read, written_rows = self.totals()
         if self.style == "json":
-            return json.dumps({"event": "summary", "job": self.job, "how": how, "batches": self.batches,
-                               "read": self.read, "written": self.written, "seconds": round(secs, 1)})
-        written = f", {self.written} written" if self.written_known else ""
-        return f"{self.job} {how}: {self.batches} micro-batches, {self.read} rows read{written} in {secs:.0f} s"
+            return json.dumps({"event": "summary", "job": self.job, "how": how, "batches": batches,
+                               "read": read, "written": written_rows, "seconds": round(secs, 1)})
+        written = f", {written_rows} written" if self.written_known else ""
+        return f"{self.job} {how}: {batches} micro-batches, {read} rows read{written} in {secs:.0f} s"
