@@ -132,8 +132,7 @@ async def serve(broker: Broker, tls: dict[str, TlsListener], sasl: dict[str, Sas
         """Close the listeners' servers, the 0.7 server and the metrics server (startup failure or shutdown)."""
         for server in servers:
             server.close()
-        for conn in list(connections):
-            conn.close()
+        drop_connections()
         for server in servers:
             await server.wait_closed()
         if kafka07 is not None:
