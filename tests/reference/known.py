@@ -52,10 +52,6 @@ KNOWN += [
     Known("cg-heartbeat-unknown-group", r"error_code$|error_message", "a member whose group the coordinator does not know "
           "(its last state lost in a crash, or the group deleted) is told UNKNOWN_MEMBER_ID so that it rejoins; "
           "Kafka answers GROUP_ID_NOT_FOUND (docs/consumer-groups.md)"),
-    Known("cg-classic-join-into-consumer-group-with-member-id", r"^generation_id$", "a classic member joining a "
-          "consumer group gets its member epoch as generation; odradek's is one above Kafka's here (odradek counts "
-          "the group epoch of this scenario's setup one higher, see cg-heartbeat-into-classic-group, which agrees); "
-          "not yet explained (issue 40 item 10)"),
 ]
 
 

@@ -379,7 +379,7 @@ SCENARIOS_KIP848: list[Scenario] = [
     S("cg-classic-join-into-consumer-group", one_member(),
       Call(JOIN_GROUP, classic_join_body(lambda c: ""), version=9)),
     S("cg-classic-join-into-consumer-group-with-member-id",
-      (*one_member(), Call(JOIN_GROUP, classic_join_body(lambda c: ""), version=9, save=save_classic)),
+      (*one_member(), pause(), Call(JOIN_GROUP, classic_join_body(lambda c: ""), version=9, save=save_classic)),
       Call(JOIN_GROUP, classic_join_body(), version=9)),
     S("cg-classic-join-other-protocol-type-into-consumer-group", one_member(),
       Call(JOIN_GROUP, classic_join_body(lambda c: "", protocol_type="connect"), version=9)),
