@@ -441,6 +441,15 @@ def test_record_formats_round_trip():
 
     assert p.decode_key(p.offset_key("g", "t", 3)) == ("offset", "g", "t", 3)
     assert p.decode_key(p.group_key("g")) == ("group", "g")
+    assert p.decode_key(p.streams_group_key("g")) == ("streams_group", "g")
+    assert p.decode_key(p.consumer_group_key("g")) == ("consumer_group", "g")
+    assert p.decode_key(p.group_config_key("g")) == ("group_config", "g")
+    # the placement marker shares the topic: its bare key version must be none of the group records'
+    from odradek.coordinator.placement import PLACEMENT_KEY
+    assert p.decode_key(PLACEMENT_KEY) is None
+    group_keys = [p.offset_key("g", "t", 0), p.group_key("g"), p.consumer_group_key("g"),
+                  p.group_config_key("g"), p.streams_group_key("g")]
+    assert PLACEMENT_KEY not in {key[:2] for key in group_keys}
     assert p.offset_key("g", "t", 3) == b"\x00\x01\x00\x01g\x00\x01t\x00\x00\x00\x03"
     v = p.OffsetValue(42, 7, "meta", 1000, -1)
     assert p.decode_offset_value(p.encode_offset_value(v)) == v

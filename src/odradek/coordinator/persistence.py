@@ -12,7 +12,8 @@ Keys (the first int16 is the key version, which also says what the record is)::
     ShareStateKey     version int16 = 1001, group string, topic_id 16 bytes, partition int32
                       (odradek's own; in `__share_group_state`, share_state.py)
     GroupConfigKey    version int16 = 1002, group string     (odradek's own)
-    StreamsGroupKey   version int16 = 1003, group string     (odradek's own; its value: streams_persistence.py)
+    PlacementKey      version int16 = 1003, nothing else      (odradek's own; placement.py)
+    StreamsGroupKey   version int16 = 1004, group string     (odradek's own; its value: streams_persistence.py)
 
 Values (a null value is a tombstone: the key was deleted)::
 
@@ -85,7 +86,7 @@ GROUP_KEY_VERSION = 2
 CONSUMER_GROUP_KEY_VERSION = 1000
 SHARE_STATE_KEY_VERSION = 1001
 GROUP_CONFIG_KEY_VERSION = 1002
-STREAMS_GROUP_KEY_VERSION = 1003  # odradek's own: the state of a streams group (streams_persistence.py)
+STREAMS_GROUP_KEY_VERSION = 1004  # odradek's own: the state of a streams group (streams_persistence.py)
 MAX_RECORDS_PER_BATCH = 500
 
 _I16 = struct.Struct(">h")

@@ -25,7 +25,7 @@ import struct
 
 _MIN_INT = -(1 << 31)
 
-# The placement record: key version 1003 (odradek's own, after the key versions of persistence.py; Kafka's
+# The placement record: key version 1003 (odradek's own, listed with the key versions of persistence.py; Kafka's
 # tools and every replay here skip key versions they do not know), value version 0 and the rule (1: Kafka's).
 PLACEMENT_KEY = struct.pack(">h", 1003)
 PLACEMENT_VALUE = struct.pack(">hh", 0, 1)

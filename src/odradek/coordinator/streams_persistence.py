@@ -1,6 +1,6 @@
 """The record that keeps a streams group (streams_group.py) in `__consumer_offsets`.
 
-Key: StreamsGroupKey (persistence.py, key version 1003, odradek's own). Value: int16 version = 0, then the
+Key: StreamsGroupKey (persistence.py, key version 1004, odradek's own). Value: int16 version = 0, then the
 whole group state as UTF-8 JSON (written whenever it changed, like ConsumerGroupValue)::
 
     {"group_epoch", "assignment_epoch", "state_timestamp_ms", "standby_replicas",
