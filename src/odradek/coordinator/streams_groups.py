@@ -8,10 +8,15 @@ One heartbeat (`heartbeat`), in Kafka's order (GroupMetadataManager.streamsGroup
 
 1. the request checks of Kafka's GroupCoordinatorService (INVALID_REQUEST with Kafka's messages;
    STREAMS_INVALID_TOPOLOGY for a topology Kafka refuses) — done by `validate`;
-2. member epoch -1: the member leaves (its tasks are free at once); -2: a static member leaves for now;
+2. member epoch -1: the member leaves (its tasks are free at once); -2: a static member leaves for now: it
+   stays, epoch -2, with its tasks and target, without a new group epoch, until its session times out;
 3. the group: created by a joining member (epoch 0), else GROUP_ID_NOT_FOUND; the member: created on epoch 0,
    else it must be known (UNKNOWN_MEMBER_ID) with its epoch, or its previous one when the tasks it reports
-   are all still its own (FENCED_MEMBER_EPOCH otherwise);
+   are all still its own (FENCED_MEMBER_EPOCH otherwise). A static member (instance id): a join with an
+   instance id whose member left with -2 takes that member over under the new member id (epoch 0, its
+   tasks and target kept; the group epoch moves only if its metadata differs), one whose member has not
+   left is UNRELEASED_INSTANCE_ID; a heartbeat or leave naming an instance id nobody holds is
+   UNKNOWN_MEMBER_ID, one held by another member id FENCED_INSTANCE_ID (Kafka's messages);
 4. the topology: the first member's becomes the group's; a later member with an older epoch is told
    STALE_TOPOLOGY, one with the same epoch but a different topology INVALID_REQUEST ("Topology updates are
    not supported yet.", as Kafka); the topology is configured against the cluster's topics whenever those
@@ -21,7 +26,10 @@ One heartbeat (`heartbeat`), in Kafka's order (GroupMetadataManager.streamsGroup
    `streams.num.standby.replicas`), empty for everyone while the topology is not ready (as in Kafka);
 6. the member takes its next reconciliation step (`StreamsGroup.reconcile`);
 7. the answer: member id and epoch, heartbeat interval, the tasks when the member joined or its tasks changed,
-   and the status (missing source or internal topics, stale topology, shutdown requested).
+   and the status (missing source or internal topics, stale topology, shutdown requested); the group's
+   endpoint information epoch (moved when a member's `application.server` endpoint changes or the tasks of
+   a member with one do), and, to a member that reports an older one, every endpoint with the partitions of
+   its members' active and standby tasks (`partitions_by_user_endpoint`, Kafka's EndpointToPartitionsManager).
 
 Timers and persistence as for consumer groups (consumer_groups.py): a member silent for
 `streams.session.timeout.ms` is removed, one that does not revoke within its rebalance timeout too; the whole
