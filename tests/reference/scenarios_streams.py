@@ -13,7 +13,9 @@ from typing import Any, Callable
 
 from .differential import Body, Call, Ctx, Scenario
 from .scenarios import DESCRIBE_GROUPS, LIST_GROUPS, create_topic, group_id, group_ready, own_groups
+from .scenarios import INCREMENTAL_ALTER_CONFIGS
 from .scenarios_kip848 import (CONSUMER_GROUP_HEARTBEAT, API_VERSIONS, api_range, hb_body, members_sorted, ok)
+from .scenarios_share import group_config, group_config_body
 
 STREAMS_GROUP_HEARTBEAT, STREAMS_GROUP_DESCRIBE = 88, 89
 
@@ -260,6 +262,19 @@ SCENARIOS_STREAMS: list[Scenario] = [
     S("sg-stateful-task-moves-without-warmup", stateful_task_moves(),
       Call(STREAMS_GROUP_HEARTBEAT, lambda c: sg_body("m2", c.vars["epoch m2"], active_tasks=[], standby_tasks=[],
                                                       warmup_tasks=[])(c)), project=task_counts),
+
+    # the warm-up configs Kafka 4.4 has (and ignores in its assignment): accepted within their bounds; the
+    # group's acceptable recovery lag goes to its members
+    S("sg-config-num-warmup-replicas", streams_topic(),
+      Call(INCREMENTAL_ALTER_CONFIGS, group_config_body("streams.num.warmup.replicas", "5"))),
+    S("sg-config-num-warmup-replicas-too-many", streams_topic(),
+      Call(INCREMENTAL_ALTER_CONFIGS, group_config_body("streams.num.warmup.replicas", "21"))),
+    S("sg-config-acceptable-recovery-lag-negative", streams_topic(),
+      Call(INCREMENTAL_ALTER_CONFIGS, group_config_body("streams.acceptable.recovery.lag", "-1"))),
+    S("sg-heartbeat-acceptable-recovery-lag", (*streams_topic(), group_config("streams.acceptable.recovery.lag",
+                                                                              "500"), joined()),
+      Call(STREAMS_GROUP_HEARTBEAT, lambda c: sg_body("m1", c.vars["epoch m1"])(c)),
+      project=lambda c, r: {"error_code": r["error_code"], "acceptable_recovery_lag": r["acceptable_recovery_lag"]}),
 
     # --- interactive queries: application.server (the member's endpoint) and the partitions behind each
     S("sg-endpoint-partitions", (*streams_topic(), joined_with("m1", user_endpoint=endpoint(8080))),

@@ -309,12 +309,15 @@ class StreamsGroupCoordinator:
         self._touch(group, member)
         if req.shutdown_application:
             group.shutdown_requested_by = member.member_id
+        recovery_lag = self._group_int(group.group_id, "streams.acceptable.recovery.lag",
+                                       self.config.acceptable_recovery_lag)
         body = {"error_code": 0, "error_message": None, "member_id": member.member_id,
                 "member_epoch": member.member_epoch,
                 "heartbeat_interval_ms": self._group_int(group.group_id, "streams.heartbeat.interval.ms",
                                                          self.config.heartbeat_interval_ms),
-                "acceptable_recovery_lag_legacy": self.config.acceptable_recovery_lag,
-                "acceptable_recovery_lag": self.config.acceptable_recovery_lag,
+                # v0's field is an int32: a larger lag is sent as the largest it can hold
+                "acceptable_recovery_lag_legacy": min(recovery_lag, 0x7FFFFFFF),
+                "acceptable_recovery_lag": recovery_lag,
                 "task_offset_interval_ms": self.config.task_offset_interval_ms,
                 "status": [], "active_tasks": None, "standby_tasks": None, "warmup_tasks": None,
                 "topology_description_required": False, "endpoint_information_epoch": 0,
