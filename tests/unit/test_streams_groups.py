@@ -288,6 +288,8 @@ def test_static_rejoin_under_a_member_id_in_use_replaces_that_member():
     group = h.group()
     assert set(group.members) == {"m2"} and group.static_members == {"i1": "m2"}
     assert group.members["m2"].instance_id == "i1" and set(group.target) <= {"m2"}
+    # the replaced member's tasks were assigned anew, in the same heartbeat: the instance now runs them all
+    assert h.held["m2"].active == {(s, p) for s in "01" for p in range(2)} and group.state.value == "Stable"
 
 
 def test_endpoints_and_their_partitions():

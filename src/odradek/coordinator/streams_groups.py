@@ -179,6 +179,9 @@ class StreamsGroupCoordinator:
         member = group.members.get(req.member_id)
         if req.member_epoch == 0:
             if member is not None:
+                if req.instance_id is not None and member.instance_id is None:
+                    member.instance_id = req.instance_id  # a known member rejoins as a static one (Kafka)
+                    group.static_members[req.instance_id] = member.member_id
                 return member, False
             if len(group.members) >= self.config.max_size:
                 raise HeartbeatError(ErrorCode.GROUP_MAX_SIZE_REACHED,
@@ -225,7 +228,8 @@ class StreamsGroupCoordinator:
         tasks and its target, starts again from epoch 0 and reconciles to the current assignment epoch; the
         group epoch moves only if its metadata changed, so the other members keep what they have."""
         if req.member_id != previous.member_id and req.member_id in group.members:
-            self._remove(group, group.members[req.member_id], bump=False)  # a member id now used by the instance
+            # another member had that id: it is replaced, and its tasks are assigned anew
+            self._remove(group, group.members[req.member_id])
         self._cancel_timers(previous)
         target = group.target.pop(previous.member_id, None)
         group.members.pop(previous.member_id, None)
