@@ -1,6 +1,9 @@
 """Differential scenarios of KIP-1071, the streams rebalance protocol: StreamsGroupHeartbeat (88) and
 StreamsGroupDescribe (89), the request checks and errors (unknown group, unknown member, fenced epochs, bad
-topologies) and a simple join, compared with Apache Kafka 4.4. Same DSL as scenarios_kip848.py.
+topologies), a simple join, static members (group.instance.id: leave for now with epoch -2, rejoin, duplicate,
+fenced and unknown instance ids), interactive-query endpoints (EndpointInformationEpoch,
+PartitionsByUserEndpoint), the warm-up group configs and a moved stateful task (no warm-up in Kafka 4.4),
+compared with Apache Kafka 4.4. Same DSL as scenarios_kip848.py.
 
 The topology of the joins is the smallest a Streams application sends: one subtopology "0" reading the
 scenario's topic, no internal topics (`stateless`), or with a changelog topic (`stateful`), whose creation by
@@ -12,8 +15,8 @@ from __future__ import annotations
 from typing import Any, Callable
 
 from .differential import Body, Call, Ctx, Scenario
-from .scenarios import DESCRIBE_GROUPS, LIST_GROUPS, create_topic, group_id, group_ready, own_groups
-from .scenarios import INCREMENTAL_ALTER_CONFIGS
+from .scenarios import (DESCRIBE_GROUPS, INCREMENTAL_ALTER_CONFIGS, LIST_GROUPS, create_topic, group_id, group_ready,
+                        own_groups)
 from .scenarios_kip848 import (CONSUMER_GROUP_HEARTBEAT, API_VERSIONS, api_range, hb_body, members_sorted, ok)
 from .scenarios_share import group_config, group_config_body
 
