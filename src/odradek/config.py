@@ -256,6 +256,17 @@ BROKER_PROPERTIES: dict[str, Property] = {
         Property("group.streams.initial.rebalance.delay.ms", _parse_int, 3000, _at_least(0),
                  doc="How long a new streams group waits before its first task assignment, so that the instances "
                      "starting together are assigned at once (milliseconds)."),
+        # warm-up tasks: Kafka 4.4 has the configs but its assignment refiner assigns none (streams_assignor.py);
+        # accepted and reported, without effect on the assignment
+        Property("group.streams.num.warmup.replicas", _parse_int, 2, _at_least(0),
+                 doc="Most warm-up tasks a streams group may run at a time, unless the group's "
+                     "streams.num.warmup.replicas says otherwise (a count; no effect: as in Kafka 4.4, no "
+                     "warm-up task is assigned)."),
+        Property("group.streams.max.warmup.replicas", _parse_int, 20, _at_least(0),
+                 doc="Most warm-up replicas a streams group's streams.num.warmup.replicas may ask for (a count)."),
+        Property("group.streams.acceptable.recovery.lag", _parse_int, 10000, _at_least(0),
+                 doc="The lag (records behind the changelog's end) within which a streams instance counts as "
+                     "caught up on a task's state; sent to members in the heartbeat (a count)."),
         Property("group.streams.max.size", _parse_int, 2147483647, _at_least(1),
                  doc="Most members one streams group may hold (a count)."),
         Property("telemetry.max.bytes", _parse_int, 1048576, _at_least(1),

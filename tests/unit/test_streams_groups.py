@@ -224,3 +224,99 @@ def test_stored_state_round_trip():
     assert back.topology == group.topology and back.group_epoch == group.group_epoch
     assert {m: (x.member_epoch, x.assigned) for m, x in back.members.items()} == {
         m: (x.member_epoch, x.assigned) for m, x in group.members.items()}
+
+
+def static_hb(h: Harness, member: str, epoch: int, instance: str = "i1", process: str = "p-static"):
+    """A heartbeat of a static member (instance id), reporting the tasks it holds unless joining."""
+    join = epoch == 0
+    result = h.coordinator.heartbeat(StreamsHeartbeatRequest(
+        "g", member, epoch, instance_id=instance, rebalance_timeout_ms=5000 if join else -1,
+        topology=word_count() if join else None, owned=TaskSets() if join else h.held.get(member, TaskSets()).copy(),
+        process_id=process))
+    body = result.body
+    if body["error_code"] == 0 and body["active_tasks"] is not None:
+        h.held[member] = TaskSets(*({(t["subtopology_id"], p) for t in body[k] for p in t["partitions"]}
+                                    for k in ("active_tasks", "standby_tasks", "warmup_tasks")))
+    return body
+
+
+def test_static_member_leaves_for_now_and_takes_its_tasks_back():
+    h = Harness()
+    for name in ("in", "app-rp", "app-cl"):
+        h.topics.add(name, 2)
+    static_hb(h, "s1", 0)
+    h.hb("m2", 0)
+    for _ in range(4):
+        static_hb(h, "s1", h.group().members["s1"].member_epoch)
+        h.hb("m2")
+    assert h.group().state.value == "Stable"
+    epoch, mine, theirs = h.group().group_epoch, h.held["s1"].active, h.held["m2"].active
+    assert mine and theirs and not mine & theirs
+    assert static_hb(h, "s1", -2)["member_epoch"] == -2
+    assert h.hb("m2").body["member_epoch"] == epoch and h.held["m2"].active == theirs  # no rebalance
+    # a heartbeat (not a join) under another member id with the instance id is fenced, even now
+    assert static_hb(h, "intruder", 3)["error_code"] == ErrorCode.FENCED_INSTANCE_ID
+    back = static_hb(h, "s1-again", 0)
+    assert (back["error_code"], back["member_epoch"], h.held["s1-again"].active) == (0, epoch, mine)
+    assert "s1" not in h.group().members and h.group().group_epoch == epoch
+    # a second member with the instance id in use, and a heartbeat naming an unknown one
+    assert static_hb(h, "s2", 0)["error_code"] == ErrorCode.UNRELEASED_INSTANCE_ID
+    assert static_hb(h, "s1-again", epoch, instance="i9")["error_code"] == ErrorCode.UNKNOWN_MEMBER_ID
+    # the stored state keeps the instance id: a restored group still knows whose it is
+    restored = decode_streams_group_value("g", encode_streams_group_value(h.group()))
+    assert restored.static_members == {"i1": "s1-again"}
+    # left for now and never back: after the session timeout its tasks go to m2
+    static_hb(h, "s1-again", -2)
+    h.scheduler.advance(SESSION_MS - 1000)
+    h.hb("m2")
+    assert h.group().members["s1-again"].member_epoch == -2
+    h.scheduler.advance(2000)
+    h.hb("m2")
+    assert "s1-again" not in h.group().members and h.group().group_epoch > epoch
+
+
+def test_static_rejoin_under_a_member_id_in_use_replaces_that_member():
+    """Hostile: the instance comes back under the member id of another member; that member is gone, the
+    group stays consistent (one member per id, the instance id pointing at it)."""
+    h = Harness()
+    for name in ("in", "app-rp", "app-cl"):
+        h.topics.add(name, 2)
+    static_hb(h, "s1", 0)
+    h.hb("m2", 0)
+    static_hb(h, "s1", -2)
+    assert static_hb(h, "m2", 0)["error_code"] == 0
+    group = h.group()
+    assert set(group.members) == {"m2"} and group.static_members == {"i1": "m2"}
+    assert group.members["m2"].instance_id == "i1" and set(group.target) <= {"m2"}
+    # the replaced member's tasks were assigned anew, in the same heartbeat: the instance now runs them all
+    assert h.held["m2"].active == {(s, p) for s in "01" for p in range(2)} and group.state.value == "Stable"
+
+
+def test_endpoints_and_their_partitions():
+    h = Harness()
+    for name in ("in", "app-rp", "app-cl"):
+        h.topics.add(name, 2)
+
+    def hb(member: str, epoch: int, port: int, seen: int = 0) -> dict:
+        join = epoch == 0
+        return h.coordinator.heartbeat(StreamsHeartbeatRequest(
+            "g", member, epoch, endpoint_information_epoch=seen, rebalance_timeout_ms=5000 if join else -1,
+            topology=word_count() if join else None, process_id=f"p-{member}", user_endpoint=("host", port),
+            owned=TaskSets() if join else h.group().members[member].assigned.copy())).body
+
+    first = hb("m1", 0, 7001)
+    assert first["endpoint_information_epoch"] == 0  # as Kafka: the join that created the group says 0
+    assert first["partitions_by_user_endpoint"][0]["active_partitions"] == [
+        {"topic": "app-rp", "partitions": [0, 1]}, {"topic": "in", "partitions": [0, 1]}]
+    hb("m2", 0, 7002)
+    for _ in range(4):
+        for m, port in (("m1", 7001), ("m2", 7002)):
+            body = hb(m, h.group().members[m].member_epoch, port, seen=99)
+    by_port = {e["user_endpoint"]["port"]: e for e in body["partitions_by_user_endpoint"]}
+    assert set(by_port) == {7001, 7002}
+    parts = [{(t["topic"], p) for t in by_port[port]["active_partitions"] for p in t["partitions"]}
+             for port in (7001, 7002)]
+    assert parts[0] and parts[1] and not parts[0] & parts[1]
+    assert parts[0] | parts[1] == {(t, p) for t in ("in", "app-rp") for p in range(2)}
+    current = body["endpoint_information_epoch"]
+    assert hb("m1", h.group().members["m1"].member_epoch, 7001, seen=current)["partitions_by_user_endpoint"] is None

@@ -128,6 +128,7 @@ class Coordinator:
             num_standby_replicas=config.int("group.streams.num.standby.replicas"),
             max_size=config.int("group.streams.max.size"),
             initial_rebalance_delay_ms=config.int("group.streams.initial.rebalance.delay.ms"),
+            acceptable_recovery_lag=config.int("group.streams.acceptable.recovery.lag"),
         ), self.groups, metadata)
         self.streams_groups.group_config = self.share_groups.group_config
         self.offsets = OffsetManager(self.groups, self.store, self.log.append, partition_exists,

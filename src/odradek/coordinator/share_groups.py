@@ -133,6 +133,14 @@ GROUP_CONFIGS: dict[str, tuple[Callable[[str], bool], str, str]] = {
     "streams.num.standby.replicas": (lambda v: v.isdigit() and int(v) <= 2, "group.streams.num.standby.replicas",
                                      "Standby copies of each task of this streams group (0 to "
                                      "group.streams.max.standby.replicas, 2)."),
+    "streams.num.warmup.replicas": (lambda v: v.isdigit() and int(v) <= 20, "group.streams.num.warmup.replicas",
+                                    "Most warm-up tasks this streams group may run at a time (0 to "
+                                    "group.streams.max.warmup.replicas, 20; no effect: as Kafka 4.4, no warm-up "
+                                    "task is assigned)."),
+    "streams.acceptable.recovery.lag": (lambda v: v.isdigit() and int(v) < 2**63,
+                                        "group.streams.acceptable.recovery.lag",
+                                        "The lag within which an instance of this streams group counts as caught "
+                                        "up on a task's state (records), sent to its members."),
 }
 
 

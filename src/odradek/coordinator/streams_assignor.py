@@ -7,7 +7,11 @@ members in id order one more), the rest go to the least loaded member, fewest ta
 first, so a subtopology's tasks spread out. Standby tasks (`num.standby.replicas` copies of each active task):
 each copy on a member of a *different process* than the active task and the other copies, preferring the
 member that had it before, then the least loaded; a copy that has nowhere to go is left out, as in Kafka.
-Warm-up tasks are not assigned.
+
+Warm-up tasks are not assigned, as in Kafka 4.4: its coordinator passes the assignor's target through an
+"assignment refiner" (AssignmentRefiner.refine, given the members' task offsets, `group.streams.num.warmup.replicas`
+and `acceptable.recovery.lag`) that in 4.4 returns the target unchanged, so a stateful task that moves is
+an active task of its new owner at once (differential scenario sg-stateful-task-moves-without-warmup).
 """
 
 from __future__ import annotations

@@ -266,6 +266,9 @@ class StreamsGroup(ConsumerGroup):
     # while set (a clock in ms): the group's first assignment waits for `streams.initial.rebalance.delay.ms`,
     # every member's target is empty and the heartbeats say ASSIGNMENT_DELAYED, as in Kafka
     assignment_delayed_until_ms: int | None = None
+    # moves when a member's endpoint (`application.server`) or the tasks behind one change; in memory only,
+    # as in Kafka: after a restore members see a new epoch 0 and ask again
+    endpoint_information_epoch: int = 0
     protocol_type: str = "streams"
 
     @property

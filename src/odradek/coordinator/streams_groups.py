@@ -8,10 +8,15 @@ One heartbeat (`heartbeat`), in Kafka's order (GroupMetadataManager.streamsGroup
 
 1. the request checks of Kafka's GroupCoordinatorService (INVALID_REQUEST with Kafka's messages;
    STREAMS_INVALID_TOPOLOGY for a topology Kafka refuses) — done by `validate`;
-2. member epoch -1: the member leaves (its tasks are free at once); -2: a static member leaves for now;
+2. member epoch -1: the member leaves (its tasks are free at once); -2: a static member leaves for now: it
+   stays, epoch -2, with its tasks and target, without a new group epoch, until its session times out;
 3. the group: created by a joining member (epoch 0), else GROUP_ID_NOT_FOUND; the member: created on epoch 0,
    else it must be known (UNKNOWN_MEMBER_ID) with its epoch, or its previous one when the tasks it reports
-   are all still its own (FENCED_MEMBER_EPOCH otherwise);
+   are all still its own (FENCED_MEMBER_EPOCH otherwise). A static member (instance id): a join with an
+   instance id whose member left with -2 takes that member over under the new member id (epoch 0, its
+   tasks and target kept; the group epoch moves only if its metadata differs), one whose member has not
+   left is UNRELEASED_INSTANCE_ID; a heartbeat or leave naming an instance id nobody holds is
+   UNKNOWN_MEMBER_ID, one held by another member id FENCED_INSTANCE_ID (Kafka's messages);
 4. the topology: the first member's becomes the group's; a later member with an older epoch is told
    STALE_TOPOLOGY, one with the same epoch but a different topology INVALID_REQUEST ("Topology updates are
    not supported yet.", as Kafka); the topology is configured against the cluster's topics whenever those
@@ -21,7 +26,10 @@ One heartbeat (`heartbeat`), in Kafka's order (GroupMetadataManager.streamsGroup
    `streams.num.standby.replicas`), empty for everyone while the topology is not ready (as in Kafka);
 6. the member takes its next reconciliation step (`StreamsGroup.reconcile`);
 7. the answer: member id and epoch, heartbeat interval, the tasks when the member joined or its tasks changed,
-   and the status (missing source or internal topics, stale topology, shutdown requested).
+   and the status (missing source or internal topics, stale topology, shutdown requested); the group's
+   endpoint information epoch (moved when a member's `application.server` endpoint changes or the tasks of
+   a member with one do), and, to a member that reports an older one, every endpoint with the partitions of
+   its members' active and standby tasks (`partitions_by_user_endpoint`, Kafka's EndpointToPartitionsManager).
 
 Timers and persistence as for consumer groups (consumer_groups.py): a member silent for
 `streams.session.timeout.ms` is removed, one that does not revoke within its rebalance timeout too; the whole
@@ -156,9 +164,24 @@ class StreamsGroupCoordinator:
         return created
 
     def _member_for(self, group: StreamsGroup, req: StreamsHeartbeatRequest) -> tuple[StreamsMember, bool]:
+        """The member this heartbeat is from (created, or a static member's taken over, on a join); whether new."""
+        if req.instance_id is not None:
+            static = self._static_member(group, req.instance_id)
+            if req.member_epoch == 0 and static is not None:
+                if static.member_epoch != STATIC_LEAVE_EPOCH:
+                    raise HeartbeatError(ErrorCode.UNRELEASED_INSTANCE_ID,
+                                         f"Static member {req.member_id} with instance id {req.instance_id} cannot "
+                                         f"join the group because the instance id is owned by {static.member_id} "
+                                         f"member.")
+                return self._take_over(group, static, req), False
+            if req.member_epoch != 0:
+                self._check_static(req, static)
         member = group.members.get(req.member_id)
         if req.member_epoch == 0:
             if member is not None:
+                if req.instance_id is not None and member.instance_id is None:
+                    member.instance_id = req.instance_id  # a known member rejoins as a static one (Kafka)
+                    group.static_members[req.instance_id] = member.member_id
                 return member, False
             if len(group.members) >= self.config.max_size:
                 raise HeartbeatError(ErrorCode.GROUP_MAX_SIZE_REACHED,
@@ -185,10 +208,46 @@ class StreamsGroupCoordinator:
                                      f"member must abandon all its partitions and rejoin.")
         return member, False
 
+    @staticmethod
+    def _static_member(group: StreamsGroup, instance_id: str) -> StreamsMember | None:
+        member_id = group.static_members.get(instance_id)
+        return group.members.get(member_id) if member_id is not None else None  # type: ignore[return-value]
+
+    @staticmethod
+    def _check_static(req: StreamsHeartbeatRequest, static: StreamsMember | None) -> None:
+        """A heartbeat (or leave) naming an instance id must come from the member that holds it."""
+        if static is None:
+            raise HeartbeatError(ErrorCode.UNKNOWN_MEMBER_ID, f"Instance id {req.instance_id} is unknown.")
+        if static.member_id != req.member_id:
+            raise HeartbeatError(ErrorCode.FENCED_INSTANCE_ID,
+                                 f"Static member {req.member_id} with instance id {req.instance_id} was fenced by "
+                                 f"member {static.member_id}.")
+
+    def _take_over(self, group: StreamsGroup, previous: StreamsMember, req: StreamsHeartbeatRequest) -> StreamsMember:
+        """A static member that left with epoch -2 is back (under any member id): as in Kafka, it keeps its
+        tasks and its target, starts again from epoch 0 and reconciles to the current assignment epoch; the
+        group epoch moves only if its metadata changed, so the other members keep what they have."""
+        if req.member_id != previous.member_id and req.member_id in group.members:
+            # another member had that id: it is replaced, and its tasks are assigned anew
+            self._remove(group, group.members[req.member_id])
+        self._cancel_timers(previous)
+        target = group.target.pop(previous.member_id, None)
+        group.members.pop(previous.member_id, None)
+        log.info("group %s: static member %s with instance id %s rejoins as %s", group.group_id,
+                 previous.member_id, req.instance_id, req.member_id)
+        previous.member_id = req.member_id
+        previous.member_epoch = previous.previous_member_epoch = 0
+        group.add(previous)  # type: ignore[arg-type]
+        if target is not None:
+            group.target[previous.member_id] = target
+        return previous
+
     def _heartbeat(self, req: StreamsHeartbeatRequest) -> StreamsHeartbeatResult:
+        created = not isinstance(self.groups.get(req.group_id), StreamsGroup)
         group = self._group_for(req)
         member, new = self._member_for(group, req)
         before = member.assigned.copy()
+        endpoint_before = member.user_endpoint
         status: list[dict] = []
         changed = new
         member.client_id, member.client_host = req.client_id, req.client_host
@@ -197,6 +256,9 @@ class StreamsGroupCoordinator:
             if value is not None and getattr(member, attr) != value:
                 setattr(member, attr, value)
                 changed = True
+        if req.member_epoch == 0 and req.user_endpoint is None and member.user_endpoint is not None:
+            member.user_endpoint = None  # a join sets the endpoint, also to none (Kafka)
+            changed = True
         if req.rebalance_timeout_ms != -1 and req.rebalance_timeout_ms != member.rebalance_timeout_ms:
             member.rebalance_timeout_ms = req.rebalance_timeout_ms
             changed = True
@@ -251,12 +313,15 @@ class StreamsGroupCoordinator:
         self._touch(group, member)
         if req.shutdown_application:
             group.shutdown_requested_by = member.member_id
+        recovery_lag = self._group_int(group.group_id, "streams.acceptable.recovery.lag",
+                                       self.config.acceptable_recovery_lag)
         body = {"error_code": 0, "error_message": None, "member_id": member.member_id,
                 "member_epoch": member.member_epoch,
                 "heartbeat_interval_ms": self._group_int(group.group_id, "streams.heartbeat.interval.ms",
                                                          self.config.heartbeat_interval_ms),
-                "acceptable_recovery_lag_legacy": self.config.acceptable_recovery_lag,
-                "acceptable_recovery_lag": self.config.acceptable_recovery_lag,
+                # v0's field is an int32: a larger lag is sent as the largest it can hold
+                "acceptable_recovery_lag_legacy": min(recovery_lag, 0x7FFFFFFF),
+                "acceptable_recovery_lag": recovery_lag,
                 "task_offset_interval_ms": self.config.task_offset_interval_ms,
                 "status": [], "active_tasks": None, "standby_tasks": None, "warmup_tasks": None,
                 "topology_description_required": False, "endpoint_information_epoch": 0,
@@ -265,6 +330,18 @@ class StreamsGroupCoordinator:
             body["active_tasks"] = _task_ids(member.assigned.active)
             body["standby_tasks"] = _task_ids(member.assigned.standby)
             body["warmup_tasks"] = _task_ids(member.assigned.warmup)
+        # interactive queries (KIP-1071): the group's endpoint epoch moves when a member's endpoint changes or
+        # the tasks of a member with one do; a member that has not seen the current epoch gets every endpoint
+        # with the partitions behind it
+        if member.user_endpoint != endpoint_before or (member.assigned != before and member.user_endpoint):
+            group.endpoint_information_epoch += 1
+        if group.endpoint_information_epoch != req.endpoint_information_epoch:
+            body["partitions_by_user_endpoint"] = self._partitions_by_endpoint(group)
+        if created:
+            # Kafka 4.4 answers the heartbeat that created the group from a copy of it: the endpoint epoch
+            # that join moved is not kept, and the answer says 0 (the endpoints are sent all the same)
+            group.endpoint_information_epoch = 0
+        body["endpoint_information_epoch"] = group.endpoint_information_epoch
         to_create: tuple[TopicInfo, ...] = ()
         if group.configured is not None and group.configured.status is not None:
             code, detail = group.configured.status
@@ -279,6 +356,30 @@ class StreamsGroupCoordinator:
                            "status_detail": "Assignment delayed due to the configured initial rebalance delay."})
         body["status"] = status
         return StreamsHeartbeatResult(body, to_create)
+
+    def _partitions_by_endpoint(self, group: StreamsGroup) -> list[dict]:
+        """Kafka's EndpointToPartitionsManager: per member with an endpoint, the partitions of the source and
+        repartition source topics of its current active tasks, and of its standby and warm-up tasks."""
+        topics_of = {s.subtopology_id: list(s.source_topics) + [t.name for t in s.repartition_sources]
+                     for s in (group.topology.subtopologies if group.topology is not None else ())}
+
+        def partitions(tasks: set) -> list[dict]:
+            by_topic: dict[str, set[int]] = {}
+            for sub, p in tasks:
+                for topic in topics_of.get(sub, ()):
+                    count = self._partition_count(topic)
+                    if count is not None and p < count:
+                        by_topic.setdefault(topic, set()).add(p)
+            return [{"topic": t, "partitions": sorted(ps)} for t, ps in sorted(by_topic.items())]
+
+        out = []
+        for m in sorted(group.members.values(), key=lambda m: m.member_id):
+            if m.user_endpoint is None:
+                continue
+            out.append({"user_endpoint": {"host": m.user_endpoint[0], "port": m.user_endpoint[1]},
+                        "active_partitions": partitions(m.assigned.active),
+                        "standby_partitions": partitions(m.assigned.standby | m.assigned.warmup)})
+        return out
 
     def _check_tasks(self, group: StreamsGroup, owned: TaskSets) -> None:
         tasks = group.configured.tasks  # type: ignore[union-attr]
@@ -326,12 +427,30 @@ class StreamsGroupCoordinator:
         group = self.groups.get(req.group_id)
         if not isinstance(group, StreamsGroup) or group.deleted:
             raise HeartbeatError(ErrorCode.GROUP_ID_NOT_FOUND, f"Streams group {req.group_id} not found.")
-        member = group.members.get(req.member_id)
+        if req.instance_id is not None:
+            member = self._static_member(group, req.instance_id)
+            self._check_static(req, member)
+        else:
+            member = group.members.get(req.member_id)
         if member is None:
             raise HeartbeatError(ErrorCode.UNKNOWN_MEMBER_ID,
                                  f"Member {req.member_id} is not a member of group {req.group_id}.")
-        log.info("group %s: member %s left", group.group_id, member.member_id)
-        self._remove(group, member)
+        if req.shutdown_application:
+            group.shutdown_requested_by = member.member_id
+        if req.member_epoch == STATIC_LEAVE_EPOCH:
+            # Kafka keeps a static member that leaves for now, with its tasks, until its session times out,
+            # without a new group epoch: whoever rejoins with its instance id takes it over (`_take_over`)
+            log.info("group %s: static member %s with instance id %s left for now", group.group_id,
+                     member.member_id, req.instance_id)
+            if member.rebalance_timer is not None:
+                member.rebalance_timer.cancel()  # type: ignore[attr-defined]
+                member.rebalance_timer = None
+            member.member_epoch = STATIC_LEAVE_EPOCH
+            member.pending_revocation = TaskSets()
+            member.state = MemberState.STABLE
+        else:
+            log.info("group %s: member %s left", group.group_id, member.member_id)
+            self._remove(group, member)
         body = error_body(0, None)
         body.update(member_id=req.member_id, member_epoch=req.member_epoch)
         return body

@@ -90,6 +90,6 @@ def decode_streams_group_value(group_id: str, raw: bytes) -> StreamsGroup:
             client_tags=dict(m["client_tags"]), member_epoch=m["member_epoch"],
             previous_member_epoch=m["previous_member_epoch"], state=MemberState(m["state"]),
             assigned=_task_sets(m["assigned"]), pending_revocation=_task_sets(m["pending_revocation"]))
-        g.members[member.member_id] = member
+        g.add(member)  # type: ignore[arg-type]  # (registers a static member's instance id too)
         g.target[member.member_id] = _task_sets(m["target"])
     return g

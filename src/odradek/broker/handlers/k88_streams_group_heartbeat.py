@@ -13,8 +13,11 @@ partition count and for copartition groups or topic names no topology can have. 
 Internal topics the topology needs and the cluster lacks are created in the background (with the counts and
 configs the coordinator decided; the principal needs CREATE on the cluster or the topics), while the
 heartbeat reports MISSING_INTERNAL_TOPICS; once they exist the group's tasks are assigned.
-Gaps: warm-up tasks are never assigned; static members are treated as dynamic ones; interactive-query
-endpoint information (`partitions_by_user_endpoint`) is not sent; topology updates are refused as in Kafka 4.4.
+Static members (`instance_id`), warm-up tasks (none, as Kafka 4.4) and the interactive-query endpoint
+information (`endpoint_information_epoch`, `partitions_by_user_endpoint`): coordinator.streams_groups.
+Gaps: Kafka 4.4's `group.streams.assignment.interval.ms` (a new assignment within a second of the last one
+is delayed, status ASSIGNMENT_DELAYED) is not implemented: odradek assigns at once; topology updates are
+refused as in Kafka 4.4.
 """
 
 from __future__ import annotations
