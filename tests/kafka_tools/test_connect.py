@@ -69,6 +69,11 @@ def describe_topics(side: Side, names: list[str]) -> dict[str, dict[str, Any]]:
     return found
 
 
+def topic_config(side: Side, topic: str, name: str) -> str | None:
+    resource, client = ConfigResource(ConfigResource.Type.TOPIC, topic), admin(side)
+    return client.describe_configs([resource])[resource].result(timeout=20)[name].value
+
+
 def end_offsets(side: Side, topic: str, partitions: int) -> list[int]:
     consumer = Consumer({"bootstrap.servers": side.bootstrap, "group.id": "end-offsets", "enable.auto.commit": False})
     try:
@@ -183,6 +188,7 @@ def test_connect_distributed_file_source_and_sink(runner, classpath, odradek, ka
 
 
 MM2_RECORDS, MM2_PARTITIONS = 60, 2
+MM2_RETENTION_MS = "7200000"  # a topic config of the source, which MirrorMaker gives the copy (sync.topic.configs)
 # What each direction copies: the source cluster's alias, its topic and the group whose offsets get translated.
 FLOWS = {"odradek": ("mm2-orders", "mm2-orders-readers"), "kafka": ("mm2-payments", "mm2-payments-readers")}
 
@@ -271,7 +277,9 @@ def test_mirror_maker_2_both_ways(runner, classpath, odradek, kafka, tmp_path):
     committed: dict[str, list[int]] = {}
     for alias, side in sides.items():
         topic, group = FLOWS[alias]
-        admin(side).create_topics([NewTopic(topic, MM2_PARTITIONS, side.replication)])[topic].result(timeout=30)
+        new_topic = NewTopic(topic, MM2_PARTITIONS, side.replication, config={"retention.ms": MM2_RETENTION_MS})
+        client = admin(side)  # held: a future of a client already destroyed fails
+        client.create_topics([new_topic])[topic].result(timeout=30)
         sent[alias] = produce_records(side, topic)
         # A group that read every record: its offsets must reach the target translated exactly, which the offset
         # sync of each partition's last record proves. (An offset between two syncs is translated no further than
@@ -291,6 +299,8 @@ def test_mirror_maker_2_both_ways(runner, classpath, odradek, kafka, tmp_path):
             # Each record once, in its partition and order, with key, value and header.
             assert copied == sent[alias], f"{alias}->{target.name}: {list(map(len, copied))} records\n{mm2.log()}"
             assert end_offsets(target, remote, MM2_PARTITIONS) == [len(p) for p in sent[alias]]
+            wait_until(lambda: topic_config(target, remote, "retention.ms") == MM2_RETENTION_MS, timeout=30,
+                       interval=1.0, message=f"{remote}'s retention.ms synced from {alias}")
             try:
                 wait_until(lambda: group_offsets(target, group, remote) == committed[alias], timeout=60,
                            interval=1.0, message=f"{group}'s offsets translated onto {target.name}")
