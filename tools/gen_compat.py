@@ -100,6 +100,8 @@ SUITES = {
     "kafka_tools/test_admin_tools": ("Kafka 4.4's kafka-consumer-groups, -transactions, -leader-election, "
                                      "-reassign-partitions, verifiable producer/consumer on three odradek brokers "
                                      "and on Kafka 4.4", None),
+    "kafka_tools/test_connect": ("Kafka Connect 4.3.1 (distributed worker, FileStream connectors across a restart) "
+                                 "and MirrorMaker 2 both ways, on three odradek brokers and on Kafka 4.4", None),
     "unit/test_quotas": ("client quotas: precedence, sampled rates, throttle times", None),
     "test_client_matrix": ("confluent-kafka, kafka-python, aiokafka, kcat, Java over SCRAM-SHA-512, PLAIN, mTLS", None),
     "test_acl_every_api": ("every protected API as an unauthorised principal and as a super user", None),
@@ -209,6 +211,21 @@ def kafka_tools_section() -> list[str]:
     return lines + [""]
 
 
+def connect_section() -> list[str]:
+    """Kafka Connect and MirrorMaker 2 as tests/kafka_tools/test_connect.py runs them (tests/kafka_tools/catalog.py)."""
+    sys.path.insert(0, str(ROOT))
+    from tests.kafka_tools.catalog import CONNECT_COMPARED
+
+    lines = ["## Kafka Connect and MirrorMaker 2", "",
+             "`tests/kafka_tools/test_connect.py` runs a Kafka Connect distributed worker and MirrorMaker 2 (by main",
+             "class; Connect 4.3.1, resolved from Maven Central by the test: connect-mirror and connect-file have no",
+             "4.4.0 there, and their 4.3.1 jars do not run on 4.4.0's clients) against a three-broker odradek cluster",
+             "and against Kafka 4.4 in the same run, and checks every record arrives once.", "",
+             "| component | what runs | test (tests/kafka_tools/) | odradek against Kafka 4.4 |", "|---|---|---|---|"]
+    lines += [f"| {c.component} | {c.what_runs} | `{c.test}` | {c.comparison} |" for c in CONNECT_COMPARED]
+    return lines + [""]
+
+
 def kafka07_section() -> list[str]:
     """The Kafka 0.7 requests a KAFKA07 listener serves (legacy07/), each with the paragraph of
     legacy07/service.py's docstring that names it."""
@@ -253,7 +270,7 @@ def render(junit: Path | None) -> str:
     missing = [k for k in ROADMAP if k not in HANDLERS]
     if missing:
         lines += ["Not implemented yet (not advertised): " + ", ".join(f"{ApiKey(k).name} ({k})" for k in missing) + "."]
-    lines += ["", *kafka_tools_section()]
+    lines += ["", *kafka_tools_section(), *connect_section()]
     lines += ["## Apache Kafka as the reference", "",
               "`tests/reference` sends the same requests to Apache Kafka 4.4 (installed by `make reference`) and to",
               "odradek and compares the answers field by field (docs/reference.md). Deliberate differences, each",

@@ -60,3 +60,39 @@ TOOLS_COMPARED = (
             "in a group with commits", "test_admin_tools.py::test_verifiable_producer_and_consumer",
             "every record sent acknowledged and consumed on both"),
 )
+
+
+class ConnectRow(NamedTuple):
+    component: str
+    what_runs: str
+    test: str
+    comparison: str
+
+
+# Kafka Connect and MirrorMaker 2 (tests/kafka_tools/test_connect.py), 4.3.1: connect-mirror and connect-file have
+# no 4.4.0 on Maven Central and their 4.3.1 jars do not run on 4.4.0's clients (tests/kafka_tools/connect-pom.xml).
+CONNECT_COMPARED = (
+    ConnectRow("Connect distributed worker (ConnectDistributed)",
+               "config, offset and status topics created by the worker (compacted; 1, 3 and 2 partitions; "
+               "replication 3 on odradek, 1 on Kafka); connectors created through the REST API; a restart that "
+               "reads its connectors back from the config topic",
+               "test_connect.py::test_connect_distributed_file_source_and_sink",
+               "the same on both: topics with the configured partitions, replication and cleanup.policy=compact; "
+               "connectors RUNNING again after the restart"),
+    ConnectRow("FileStreamSource / FileStreamSink connectors",
+               "65 lines from a file into a topic the source connector creates (topic.creation.default.*) and "
+               "back out to a file; 40 before a worker restart, 25 after it",
+               "test_connect.py::test_connect_distributed_file_source_and_sink",
+               "every line once, in order, in the sink file and in the topic on both; the source offset stored "
+               "(GET /connectors/NAME/offsets) at the file's end before and after the restart"),
+    ConnectRow("MirrorMaker 2 (connect-mirror-maker, dedicated mode)",
+               "odradek->kafka and kafka->odradek in one process: a two-partition topic of 60 records with keys "
+               "and headers each way, with a retention.ms to sync; checkpoints, heartbeats, offset syncs "
+               "(offset.lag.max=0) and sync.group.offsets",
+               "test_connect.py::test_mirror_maker_2_both_ways",
+               "every record once in its partition and order with key, value and headers, both ways; the copy "
+               "created with the source's partitions and retention.ms; checkpoint, "
+               "heartbeat, offset-sync and MirrorMaker's Connect topics where Kafka puts them, with the configured "
+               "partitions, replication and compaction; a group's committed offsets translated exactly onto the "
+               "other cluster"),
+)

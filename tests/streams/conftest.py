@@ -35,30 +35,40 @@ def _unavailable(reason: str) -> None:
     pytest.skip(reason)
 
 
-def streams_version() -> str:
-    found = re.search(r"<kafka.version>(.*?)</kafka.version>", POM.read_text())
-    assert found, "tests/streams/pom.xml names no kafka.version"
+def pom_version(pom: Path = POM) -> str:
+    found = re.search(r"<kafka.version>(.*?)</kafka.version>", pom.read_text())
+    assert found, f"{pom} names no kafka.version"
     return found.group(1)
 
 
-def resolve_jars() -> list[Path]:
-    root = Path(os.environ.get("ODRADEK_STREAMS_DIR", Path.home() / ".cache" / "odradek" / "streams"))
-    dest = root / f"kafka-streams-{streams_version()}"
+def streams_version() -> str:
+    return pom_version(POM)
+
+
+def resolve_jars(pom: Path = POM, name: str = "kafka-streams", cache: str = "streams") -> list[Path]:
+    """The runtime closure of `pom` in ~/.cache/odradek/<cache>/<name>-<version>/ (ODRADEK_STREAMS_DIR replaces
+    ~/.cache/odradek/streams), resolved by mvn the first time. Also used by
+    tests/kafka_tools for Kafka Connect (tests/kafka_tools/connect-pom.xml)."""
+    default_root = Path.home() / ".cache" / "odradek" / cache
+    root = Path(os.environ.get("ODRADEK_STREAMS_DIR", default_root)) if cache == "streams" else default_root
+    version = pom_version(pom)
+    dest = root / f"{name}-{version}"
     stamp = dest / ".installed"
     if not stamp.exists():
         mvn = shutil.which("mvn")
         if mvn is None:
             _unavailable("mvn not found (tools/install-system-deps.sh installs Maven)")
-        tmp = root / f".kafka-streams-{streams_version()}.partial"
+        root.mkdir(parents=True, exist_ok=True)
+        tmp = root / f".{name}-{version}.partial.{os.getpid()}"
         shutil.rmtree(tmp, ignore_errors=True)
-        proc = subprocess.run([mvn, "-q", "-B", "-f", str(POM), "dependency:copy-dependencies",
+        proc = subprocess.run([mvn, "-q", "-B", "-f", str(pom), "dependency:copy-dependencies",
                                f"-DoutputDirectory={tmp}", "-DincludeScope=runtime"],
                               capture_output=True, text=True, timeout=RESOLVE_TIMEOUT_S)
         if proc.returncode != 0:
-            _unavailable(f"mvn could not resolve kafka-streams {streams_version()}: {proc.stdout[-2000:]}")
+            _unavailable(f"mvn could not resolve {pom.name} ({name} {version}): {proc.stdout[-2000:]}")
         shutil.rmtree(dest, ignore_errors=True)
         tmp.rename(dest)
-        stamp.write_text(POM.read_text())
+        stamp.write_text(pom.read_text())
     return sorted(dest.glob("*.jar"))
 
 
