@@ -290,7 +290,11 @@ class ReplicaManager:
         if partition.update_follower(replica_id, fetch_offset, now_ms()):
             self._notify(partition.topic, partition.index)
         if replica_id not in partition.isr and not partition.isr_change_pending:
-            if replica_id in partition.caught_up_outside_isr():
+            # only a live broker joins (Kafka's isReplicaIsrEligible): a fetch of a broker whose registration
+            # is gone (stopped, or past its session) must not put it back into the ISR the controller just
+            # took it out of; with the rule that keeps a follower at the log end in sync, nothing would take
+            # it out again while the partition is idle
+            if replica_id in partition.caught_up_outside_isr() and replica_id in self.metadata.brokers:
                 self._change_isr(partition, partition.isr + [replica_id])
 
     def maintain_isr(self) -> None:
