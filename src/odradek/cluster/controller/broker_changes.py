@@ -10,8 +10,8 @@ ask to shut down (ControlledShutdown).
   partitions it can now lead get it as leader; every broker learns it is live.
 - A controlled shutdown: leadership of every partition the broker leads moves to another live ISR member
   (which keeps clients on retriable errors only), and it leaves the ISRs it is in and stops fetching
-  (StopReplica without deletion, for the partitions it led too: it never follows them). Partitions it
-  alone can lead are reported back as remaining.
+  (StopReplica without deletion; from its request on, the broker itself fetches nothing, so it cannot
+  fetch its way back into an ISR it left). Partitions it alone can lead are reported back as remaining.
 
 Not thread-safe; owned by the event loop (the controller's queue).
 """
@@ -126,9 +126,6 @@ async def controlled_shutdown(ctl: ControllerSteps, broker_id: int, broker_epoch
     moved = await ctl.decide_and_write(batch, mine, decide)
     followed = [tp for tp in mine if ctx.states[tp].leader != broker_id]
     for tp in followed:
-        # a partition it led and no longer does gets StopReplica, not LeaderAndIsr as a follower: following,
-        # its first fetch (at the log end) would put it back into the ISR the election took it out of
-        batch.discard_leader_and_isr(broker_id, tp)
         batch.add_stop_replica(broker_id, tp, delete=False)
     await leave_isr(ctl, batch, {broker_id}, followed)
     batch.send(ctl.channel)

@@ -137,14 +137,6 @@ class RequestBatch:
                 self.leader_and_isr.setdefault(broker, {})[tp] = is_new
         self.add_update_metadata(self.ctx.live, [tp])
 
-    def discard_leader_and_isr(self, broker: int, tp: TopicPartition) -> None:
-        """Send ``broker`` no LeaderAndIsr for ``tp`` after all (it is told something else)."""
-        partitions = self.leader_and_isr.get(broker)
-        if partitions is not None:
-            partitions.pop(tp, None)
-            if not partitions:
-                del self.leader_and_isr[broker]
-
     def add_update_metadata(self, brokers: set[int] | list[int], partitions: list[TopicPartition]) -> None:
         self.update_metadata_brokers.update(b for b in brokers if b in self.ctx.brokers)
         self.update_metadata_partitions.update(partitions)
