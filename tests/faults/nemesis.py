@@ -564,7 +564,16 @@ def _one_fault(soak: SoakCluster, kind: str, rng: random.Random, progress: Progr
         f"{record.healthy_s if record.healthy_s is None else round(record.healthy_s, 1)} s")
     for failure in record.failures:
         log(f"           FAILED: {failure}")
+    if record.failures:
+        wall_fault = time.time() - (time.monotonic() - record.t_fault)
+        for name, workload in workloads.items():
+            for line in workload.stall_account(since=wall_fault) if name in _stuck(record) else []:
+                log(f"           {name}: {line}")
     return record
+
+
+def _stuck(record: FaultRecord) -> set[str]:
+    return {name for name, first in record.recovery_s.items() if first is None or first > LIVENESS_DEADLINE_S}
 
 
 def _finish(soak: SoakCluster, result: SoakResult, producer: IdempotentWorkload, loop: TransformLoop,

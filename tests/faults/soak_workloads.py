@@ -72,6 +72,11 @@ class Workload:
                  for f in traceback.extract_stack(frame)[-3:]]
         return " <- ".join(reversed(calls))
 
+    def stall_account(self, since: float = 0.0, lines: int = 40) -> list[str]:
+        """What the client's own log says of a stall since ``since`` (time.time()), for a liveness failure:
+        nothing by default."""
+        return []
+
 
 class IdempotentWorkload(Workload):
     name = "idempotent producer"
@@ -127,6 +132,7 @@ class TransformLoop(Workload):
         self.bootstrap, self.source, self.sink, self.partitions = bootstrap, source, sink, partitions
         # librdkafka's own account of the transactions (debug=eos,protocol,broker,topic) for a stall's cause
         self._debug = open(debug_log, "a", buffering=1) if debug_log is not None else None
+        self._debug_path = debug_log
         self.group, self.txn_id = group, txn_id
         self.committed = 0  # transactions committed (the progress counter)
         self.aborted_txns: set[int] = set()
@@ -162,6 +168,27 @@ class TransformLoop(Workload):
         if self._debug is not None:
             self._debug.write(f"{time.time():.3f} {fmt % args}\n")
 
+    # librdkafka's lines that tell a transaction's course: API calls and their results, state changes, errors
+    STALL_TAGS = (" TXNAPI ", " TXNERR ", " TXNSTATE ", " REQERR ", " ADDOFFSETS ", " ENDTXN ", " BROKERUA ",
+                  " DRAIN ")
+
+    def stall_account(self, since: float = 0.0, lines: int = 40) -> list[str]:
+        """The last ``lines`` transactional lines of librdkafka's debug log from ``since`` (time.time()) on, and
+        the calls given up so far: a CI log then says what the loop waited on after its work dir is gone."""
+        found: list[str] = []
+        if self._debug_path is not None:
+            try:
+                with open(self._debug_path, errors="replace") as debug:
+                    for line in debug:
+                        stamp = line.split(" ", 1)[0]
+                        if any(tag in line for tag in self.STALL_TAGS) and stamp.replace(".", "", 1).isdigit() \
+                                and float(stamp) >= since:
+                            found.append(line.rstrip()[:300])
+                            del found[:-lines]
+            except OSError as exc:
+                found.append(f"(librdkafka's debug log unreadable: {exc})")
+        return [f"given up: {call}" for call in self.blocked_calls] + found
+
     def _drain_logs(self, producer: Producer) -> None:
         """Deliver librdkafka's queued log lines to `log`. confluent-kafka hands a `logger` its lines only from
         poll() (it routes librdkafka's log to the poll queue), and a transactional call does not poll while it
@@ -170,8 +197,14 @@ class TransformLoop(Workload):
         producers are polled too, so what their main thread does afterwards is still recorded."""
         if self._debug is None:
             return
-        for each in (producer, *self.abandoned):
-            each.poll(0)
+        producer.poll(0)
+        for each in self.abandoned:
+            try:
+                each.poll(0)
+            except KafkaException:
+                # its blocked call came back at last, fenced by its successor (a fatal error, which poll()
+                # raises): the abandoned producer's, not the running transaction's
+                pass
 
     def start(self) -> "TransformLoop":
         self._consumer.subscribe([self.source])
@@ -220,12 +253,11 @@ class TransformLoop(Workload):
             if not error.txn_requires_abort():
                 self._fatal(f"transaction {txn}: {error}")
                 return
+            abort = False  # an abortable error, not the loop's own choice
         try:
             with self._lock:
                 self.aborted_txns.add(txn)
-            # every record delivered before the abort: librdkafka may otherwise send EndTxn before its
-            # AddPartitionsToTxn is answered and fail fatally (librdkafka issue #4849; see checker.py)
-            self._producer.flush(60)
+            self._settle_records(after_error=not abort)
             self._end(self._producer.abort_transaction)
         except BlockedCall as exc:
             self._fatal(f"abort of transaction {txn}: {exc}", abandon=True)
@@ -234,6 +266,27 @@ class TransformLoop(Workload):
             self._fatal(f"abort of transaction {txn}: {exc.args[0]}")
             return
         self._rewind()
+
+    def _settle_records(self, after_error: bool, timeout: float = 60.0) -> None:
+        """Before an abort, wait for the transaction's records in flight: librdkafka may otherwise send EndTxn
+        before its AddPartitionsToTxn is answered and fail fatally (librdkafka issue #4849; see checker.py).
+
+        After an abortable error librdkafka sends no ProduceRequest any more (the transaction is in
+        AbortableError), so a record waiting in a queue, such as one a stale leader answered
+        NOT_LEADER_OR_FOLLOWER while the error was raised, would hold a plain flush until its
+        message.timeout.ms (the 60 s transaction timeout): the queued records are purged (the abort would purge
+        them anyway), again after each short flush, since an answer in flight may put records back."""
+        if not after_error:
+            self._producer.flush(timeout)
+            return
+        deadline = time.monotonic() + timeout
+        while True:
+            try:
+                self._producer.purge(in_queue=True, in_flight=False, blocking=False)
+            except KafkaException:
+                pass  # nothing the abort would not purge too; the flush below stays bounded
+            if self._producer.flush(1.0) == 0 or time.monotonic() >= deadline:
+                return
 
     def _end(self, end_transaction: Any) -> None:
         """Send the offsets, commit or abort, again after each retriable error, for at most END_TXN_TIMEOUT_S;

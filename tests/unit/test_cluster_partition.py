@@ -19,7 +19,7 @@ from typing import Awaitable, Callable
 
 import pytest
 
-from odradek.cluster.metadata import MetadataCache, PartitionInfo
+from odradek.cluster.metadata import BrokerInfo, MetadataCache, PartitionInfo
 from odradek.cluster.partition import NotLeaderError, Partition, ReplicationError, durable_and_committed
 from odradek.cluster.replica_manager import (HW_CHECKPOINT_FILE, IsrWritten, PartitionStateChange, ReplicaManager,
                                              encode_hw_checkpoint, read_hw_checkpoint)
@@ -541,6 +541,7 @@ class Broker:
     def __init__(self, data_dir: Path, broker_id: int = 1, lag_ms: int = 10_000) -> None:
         self.notes = Notes()
         self.metadata = MetadataCache("cluster")
+        self.metadata.set_brokers([BrokerInfo(b, "127.0.0.1", 9000 + b) for b in (1, 2, 3)], 1)  # live ones
         self.logs = LogManager(data_dir, LogConfig())
         self.logs.load_all()
         self.rm = ReplicaManager(broker_id, data_dir, self.logs, self.metadata, lambda topic: LogConfig(),
@@ -873,6 +874,29 @@ def test_a_caught_up_follower_joins_the_isr_through_the_writer(broker: Broker) -
         assert len(writer.calls) == 1
         await until(lambda: not partition.isr_change_pending, message="the ISR write")
         assert partition.isr == [1, 2, 3] and partition.zk_version == 1
+
+    run(scenario)
+
+
+def test_a_caught_up_follower_that_is_not_a_live_broker_stays_out_of_the_isr(broker: Broker) -> None:
+    # Kafka's isReplicaIsrEligible: a fetch of a broker whose registration is gone (stopped, or paused past
+    # its session, its last fetch racing the controller's removal) must not put it back into the ISR
+    writer = IsrWriterStub()
+    broker.rm.isr_writer = writer
+
+    async def scenario() -> None:
+        broker.apply(1, change(1, 0, [1, 2], [1, 2, 3], zk_version=0))
+        partition = broker.rm.partition("t", 0)
+        produce(partition, 6)
+        broker.rm.follower_fetched(partition, 2, 6)
+        broker.metadata.set_brokers([BrokerInfo(b, "127.0.0.1", 9000 + b) for b in (1, 2)], 1)  # 3 is gone
+        broker.rm.follower_fetched(partition, 3, 6)
+        await asyncio.sleep(0)
+        assert writer.calls == [] and partition.isr == [1, 2]
+        broker.metadata.set_brokers([BrokerInfo(b, "127.0.0.1", 9000 + b) for b in (1, 2, 3)], 1)  # back
+        broker.rm.follower_fetched(partition, 3, 6)
+        await asyncio.sleep(0)
+        assert writer.calls == [("t", 0, [1, 2, 3], 0)]
 
     run(scenario)
 

@@ -720,6 +720,9 @@ class ClusterMember:
         self._closing = True
         config = self.broker.config
         if self.zk is not None and config.get("controlled.shutdown.enable") and self.broker_epoch >= 0:
+            # the ISRs this broker leaves must not take it back: made the follower of a partition it led, it
+            # would fetch at the log end and rejoin, and nothing takes it out of an idle partition's ISR
+            self.broker.replicas.stop_fetching()
             await self._ask_controller_to_move_leaders(config.int("controlled.shutdown.max.retries"),
                                                        config.int("controlled.shutdown.retry.backoff.ms") / 1000.0)
         if self.controller is not None:

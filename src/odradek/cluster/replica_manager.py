@@ -95,6 +95,10 @@ class ReplicaManager:
         self.partitions: dict[TopicPartition, Partition] = {}
         self.controller_epoch = -1
         self.fetchers: ReplicaFetcherManager | None = None  # cluster mode
+        # False once this broker's controlled shutdown began: it still becomes a follower where the controller
+        # says so, but starts no fetcher, since a fetch at the log end would put it back into the ISRs it is
+        # being taken out of (and an idle partition would keep it there after it is gone)
+        self.fetching = True
         self.isr_writer: IsrWriter | None = None  # cluster mode
         self.on_leadership: list[Callable[[str, int, bool], None]] = []
         self._held_notices: list[tuple[Partition, bool]] | None = None  # while a LeaderAndIsr is applied
@@ -223,7 +227,7 @@ class ReplicaManager:
                      change.leader_epoch)
             if self.fetchers is not None:
                 self.fetchers.unfollow((partition.topic, partition.index))
-                if change.leader >= 0 and not self.fetchers.follow(partition):
+                if change.leader >= 0 and self.fetching and not self.fetchers.follow(partition):
                     log.warning("%s-%d: leader %d's address is unknown; fetching once it is", partition.topic,
                                 partition.index, change.leader)
         if was_leader:
@@ -241,11 +245,16 @@ class ReplicaManager:
 
     def refollow_unfetched(self) -> None:
         """Start fetching for followed partitions whose leader's address was unknown (after UpdateMetadata)."""
-        if self.fetchers is None:
+        if self.fetchers is None or not self.fetching:
             return
         for key, partition in self.partitions.items():
             if not partition.is_leader and partition.leader_id >= 0 and not self.fetchers.is_following(key):
                 self.fetchers.follow(partition)
+
+    def stop_fetching(self) -> None:
+        """The broker is shutting down (controlled): start no fetcher from now on. Those running go on until
+        StopReplica ends them (their ISRs wait for them until the controller has taken this broker out)."""
+        self.fetching = False
 
     def relinquish_all(self) -> None:
         """This broker can no longer prove it leads anything (its ZooKeeper session expired): stop leading
@@ -290,7 +299,11 @@ class ReplicaManager:
         if partition.update_follower(replica_id, fetch_offset, now_ms()):
             self._notify(partition.topic, partition.index)
         if replica_id not in partition.isr and not partition.isr_change_pending:
-            if replica_id in partition.caught_up_outside_isr():
+            # only a live broker joins (Kafka's isReplicaIsrEligible): a fetch of a broker whose registration
+            # is gone (stopped, or past its session) must not put it back into the ISR the controller just
+            # took it out of; with the rule that keeps a follower at the log end in sync, nothing would take
+            # it out again while the partition is idle
+            if replica_id in partition.caught_up_outside_isr() and replica_id in self.metadata.brokers:
                 self._change_isr(partition, partition.isr + [replica_id])
 
     def maintain_isr(self) -> None:

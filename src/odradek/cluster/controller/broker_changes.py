@@ -10,7 +10,8 @@ ask to shut down (ControlledShutdown).
   partitions it can now lead get it as leader; every broker learns it is live.
 - A controlled shutdown: leadership of every partition the broker leads moves to another live ISR member
   (which keeps clients on retriable errors only), and it leaves the ISRs it is in and stops fetching
-  (StopReplica without deletion). Partitions it alone can lead are reported back as remaining.
+  (StopReplica without deletion; from its request on, the broker itself fetches nothing, so it cannot
+  fetch its way back into an ISR it left). Partitions it alone can lead are reported back as remaining.
 
 Not thread-safe; owned by the event loop (the controller's queue).
 """

@@ -336,6 +336,16 @@ class Controller:
             if state is not None:
                 ctx.states[tp] = state
         batch = self.batch()
+        # A leader writes its ISR itself, so it may add a broker this controller has taken out of the ISRs
+        # (gone, or in controlled shutdown) with a fetch that raced that removal: it leaves again here, as
+        # Kafka's controller refuses such a member (KIP-841's INELIGIBLE_REPLICA). Without this it would stay
+        # while the partition is idle, since a follower at the leader's log end counts as in sync.
+        ineligible = {r for tp in known if tp in ctx.states for r in ctx.states[tp].isr
+                      if r not in ctx.brokers or r in ctx.shutting_down}
+        if ineligible:
+            log.info("controller: broker(s) %s joined an ISR while gone or shutting down; taking them out",
+                     sorted(ineligible))
+            await broker_changes.leave_isr(self, batch, ineligible, known)
         batch.add_update_metadata(ctx.live, known)
         batch.send(self.channel)
         # an adding replica that joined the ISR may be the last one a reassignment waited for
