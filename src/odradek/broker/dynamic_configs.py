@@ -15,7 +15,8 @@ Applied without a restart:
 - a TLS listener's keystore and truststore (`listener.name.L.ssl.keystore.location`, ...): new handshakes use
   the new certificate (net/tls.py `TlsListener.reconfigure`; a keystore that does not load is refused before
   it is stored, broker/topic_configs.py);
-- in a cluster, `follower.replication.throttled.rate` (cluster/member.py).
+- in a cluster, `follower.replication.throttled.rate` (cluster/member.py) and `leader.replication.throttled.rate`
+  (read by every follower Fetch, cluster/leader_throttle.py).
 Kafka's other dynamic configs (thread pool sizes, `max.connection.creation.rate`, the local retention of
 tiered storage, the SASL/Kerberos login settings, ...) are stored and described but change nothing here:
 odradek has no such setting.
