@@ -85,7 +85,7 @@ def _max_poll_outcome(bootstrap: str, topic: str, protocol: str) -> dict[str, An
             c.close()
 
 
-@pytest.mark.parametrize("protocol", ["classic"])
+@pytest.mark.parametrize("protocol", ["classic", "consumer"])
 def test_a_consumer_past_max_poll_interval_leaves_and_learns_it(cluster_factory, kafka, protocol: str) -> None:
     cluster = cluster_factory(3, settings=REPLICATED).start()
     cluster.wait_ready()
