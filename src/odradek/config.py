@@ -359,8 +359,8 @@ BROKER_PROPERTIES: dict[str, Property] = {
         # (/config/brokers, set by `odradek cluster reassign --throttle`)
         Property("leader.replication.throttled.rate", _parse_int, LONG_MAX, _at_least(1),
                  doc="Cap on replication traffic this broker serves as leader for the replicas topics name in "
-                     "leader.replication.throttled.replicas; odradek stores it but does not apply it yet (bytes per "
-                     "second)."),
+                     "leader.replication.throttled.replicas, sent to followers outside the ISR (bytes per "
+                     "second, measured over Kafka's 11 one-second windows)."),
         Property("follower.replication.throttled.rate", _parse_int, LONG_MAX, _at_least(1),
                  doc="Cap on replication traffic this broker fetches as follower for the replicas topics name in "
                      "follower.replication.throttled.replicas (bytes per second)."),

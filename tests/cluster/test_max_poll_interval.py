@@ -6,6 +6,11 @@ The one that gets the first record stops polling ("processing" for 20 s): its cl
 max.poll.interval.ms passes (committing, with auto commit, the record it was given), the other consumer is
 given the partition and reads on from there, and the stalled consumer's next poll reports _MAX_POLL_EXCEEDED. Every wait is a
 deadline, not a timing assertion.
+
+With `group.protocol=consumer` (KIP-848) Kafka 4.4 answers differently, and odradek is compared with that: in
+the 90 s the test waits, the other consumer is never given the partition and the stalled one reports no error
+(seen on Kafka 4.4 with the confluent-kafka in the venv: its client does not leave the group when
+max.poll.interval.ms passes under that protocol, so the stalled member keeps the partition).
 """
 
 from __future__ import annotations
@@ -85,7 +90,7 @@ def _max_poll_outcome(bootstrap: str, topic: str, protocol: str) -> dict[str, An
             c.close()
 
 
-@pytest.mark.parametrize("protocol", ["classic"])
+@pytest.mark.parametrize("protocol", ["classic", "consumer"])
 def test_a_consumer_past_max_poll_interval_leaves_and_learns_it(cluster_factory, kafka, protocol: str) -> None:
     cluster = cluster_factory(3, settings=REPLICATED).start()
     cluster.wait_ready()
@@ -99,5 +104,6 @@ def test_a_consumer_past_max_poll_interval_leaves_and_learns_it(cluster_factory,
 
     # the other consumer goes on from what the stalled one's client committed as it left (auto commit: 1)
     expected = {"other_got_the_partition_from": 1, "stalled_consumer_error": "_MAX_POLL_EXCEEDED", "other_errors": []}
-    assert theirs == expected, f"Kafka 4.4: {theirs}"
+    if protocol == "classic":  # with the consumer protocol only the comparison holds (see the module docstring)
+        assert theirs == expected, f"Kafka 4.4: {theirs}"
     assert ours == theirs, f"odradek {ours}\n{cluster.logs()}"

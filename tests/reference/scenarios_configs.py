@@ -232,4 +232,49 @@ ISSUE_40_SCENARIOS = [
       Call(LIST_CONFIG_RESOURCES, {"resource_types": [TOPIC]}, version=1), project=own_topics_listed),
 ]
 
-SCENARIOS_CONFIGS = [*BROKER_CONFIG_SCENARIOS, *TOPIC_SYNONYM_SCENARIOS, *ISSUE_40_SCENARIOS]
+
+
+def with_types(c: Ctx, r: Body) -> Body:
+    """with_synonyms plus each config's config_type (Kafka's ConfigDef type)."""
+    table = with_synonyms(c, r)
+    for result, raw in zip(table["results"], r["results"]):
+        for cfg in raw["configs"]:
+            result["configs"][cfg["name"]]["config_type"] = cfg["config_type"]
+    return table
+
+
+def _source_is(source: int) -> Callable[[Body], bool]:
+    return lambda r: bool(r["results"][0]["configs"]) and r["results"][0]["configs"][0]["config_source"] == source
+
+
+# issue 40 (librdkafka's 0081): Kafka's broker configs odradek does not read (SASL/Kerberos login settings, of
+# every type) are stored and described with the value set, by both AlterConfigs and IncrementalAlterConfigs;
+# a read-only one is refused, a bad value refused by its type, a listener-related one refused at the cluster-wide
+# default. Values set here are read by no other scenario (AlterConfigs replaces the broker's whole set, so the
+# second scenario leaves the first one's values deleted).
+KERBEROS_RELOGIN, KERBEROS_JITTER = "sasl.kerberos.min.time.before.relogin", "sasl.kerberos.ticket.renew.jitter"
+KAFKA_ONLY_KEYS = [KERBEROS_RELOGIN, KERBEROS_JITTER, "sasl.login.refresh.buffer.seconds",
+                   "sasl.kerberos.service.name", "sasl.kerberos.kinit.cmd", "sasl.jaas.config"]
+KAFKA_ONLY_SCENARIOS = [
+    S("broker-configs-kafka-only-incremental-then-describe",
+      (Call(INCREMENTAL_ALTER_CONFIGS, incremental([(KERBEROS_RELOGIN, SET, "58000"), (KERBEROS_JITTER, SET, "0.06"),
+                                                    ("sasl.login.refresh.buffer.seconds", SET, "301")],
+                                                   validate_only=False), until=_accepted),
+       Call(DESCRIBE_CONFIGS, describe(BROKER, own_id, [KERBEROS_RELOGIN], False), until=_source_is(2))),
+      Call(DESCRIBE_CONFIGS, describe(BROKER, own_id, KAFKA_ONLY_KEYS, True)), project=with_types),
+    S("broker-configs-kafka-only-alter-configs-then-describe",
+      (Call(ALTER_CONFIGS, lambda c: {"resources": [{"resource_type": BROKER, "resource_name": own_id(c), "configs": [
+          {"name": KERBEROS_RELOGIN, "value": "59000"}, {"name": "sasl.kerberos.service.name", "value": "kafka"}]}],
+          "validate_only": False}, until=_accepted),
+       Call(DESCRIBE_CONFIGS, describe(BROKER, own_id, ["sasl.kerberos.service.name"], False),
+            until=_source_is(2))),
+      Call(DESCRIBE_CONFIGS, describe(BROKER, own_id, KAFKA_ONLY_KEYS, True)), project=with_types),
+    # Kafka changes its listener-related configs only per broker
+    _set_one("default-kafka-only-per-broker", KERBEROS_RELOGIN, "58000", lambda c: ""),
+    _set_one("kafka-only-not-a-long", KERBEROS_RELOGIN, "abc"),
+    _set_one("kafka-only-short-overflow", "sasl.login.refresh.buffer.seconds", "70000"),
+    _set_one("kafka-only-read-only", "broker.heartbeat.interval.ms", "3000"),
+    S("alter-configs-broker-kafka-only", (), Call(ALTER_CONFIGS, legacy({KERBEROS_RELOGIN: "57000"}))),
+]
+
+SCENARIOS_CONFIGS = [*BROKER_CONFIG_SCENARIOS, *TOPIC_SYNONYM_SCENARIOS, *ISSUE_40_SCENARIOS, *KAFKA_ONLY_SCENARIOS]

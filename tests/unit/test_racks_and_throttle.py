@@ -78,3 +78,34 @@ def test_reassignment_targets_are_validated():
     assert validate_target([1, 2], {1, 2, 3}) is None
     for bad in ([], [1, 1], [1, 9], [-1]):
         assert validate_target(bad, {1, 2, 3})[0] == 39  # INVALID_REPLICA_ASSIGNMENT
+
+
+def test_the_leader_throttle_measures_like_kafkas_sampled_rate():
+    from odradek.cluster.leader_throttle import LeaderReplicationQuota, SampledRate
+
+    now = [100.0]
+    rate = SampledRate(clock=lambda: now[0])
+    assert rate.measure() == 0.0
+    rate.record(1_000_000)
+    assert rate.measure() == pytest.approx(100_000)  # over at least 10 s: a first burst of ten seconds' worth
+    now[0] += 5.0
+    assert rate.measure() == pytest.approx(100_000)  # 5 s later: still over 10 s
+    now[0] += 5.5
+    assert rate.measure() == pytest.approx(1_000_000 / 10.5)  # over the 10.5 s since the sample began
+    now[0] += 1.0  # the sample's window is out of the 11 windows kept
+    assert rate.measure() == 0.0
+    for _ in range(30):  # 50 kB per second for 30 s: the last 11 windows over 11 s
+        rate.record(50_000)
+        now[0] += 1.0
+    assert rate.measure() == pytest.approx(50_000, rel=0.1)
+
+    configs = {"t": {"leader.replication.throttled.replicas": "0:1,1:2"}}
+    quota = LeaderReplicationQuota(1, lambda topic: configs.get(topic, {}))
+    quota.rate = SampledRate(clock=lambda: now[0])
+    assert quota.is_throttled("t", 0) and not quota.is_throttled("t", 1) and not quota.is_throttled("u", 0)
+    quota.sent(2_000_000)
+    assert quota.holds_back("t", 0, follower_in_isr=False, bound=100_000)
+    assert not quota.holds_back("t", 0, follower_in_isr=True, bound=100_000)  # an in-sync follower never waits
+    assert not quota.holds_back("t", 1, follower_in_isr=False, bound=100_000)  # not throttled here
+    assert not quota.holds_back("t", 0, follower_in_isr=False, bound=UNLIMITED)
+    assert not quota.holds_back("t", 0, follower_in_isr=False, bound=300_000)  # under the rate

@@ -11,6 +11,10 @@ Kafka 4.4's rules (asked of Kafka itself, tests/reference scenarios `broker-conf
   for configuration NAME: Not a number of type LONG" / "Value must be at least 0" / ...);
 - every other name — topic-level names (`cleanup.policy`), names Kafka does not know — is accepted and
   stored; DescribeConfigs then lists it with a null value, read-only;
+- Kafka's broker configs that odradek does not read (`sasl.kerberos.min.time.before.relogin`, ...; the table
+  kafka_broker_configs.py is generated from Kafka's jars) are refused or checked and stored by Kafka's rules
+  for their type, and described with their value, Kafka's default and read-only flag (a PASSWORD one as a
+  secret);
 - DELETE of any name is accepted.
 Stored values live where the cluster keeps dynamic configs (cluster/admin.py `alter_broker_configs`).
 odradek applies only some of them at run time (the follower replication throttle in a cluster); the rest
@@ -19,12 +23,13 @@ are kept and described, as issue 40 tracks.
 
 from __future__ import annotations
 
+from odradek.broker.kafka_broker_configs import KAFKA_BROKER_CONFIGS
 from odradek.config import BROKER_PROPERTIES
 from odradek.protocol.errors import ErrorCode
 
 INT_MAX, LONG_MAX = 2**31 - 1, 2**63 - 1
 LONG_MIN = -(2**63)
-INT, LONG, DOUBLE, BOOLEAN, STRING, LIST = "INT", "LONG", "DOUBLE", "BOOLEAN", "STRING", "LIST"
+INT, LONG, SHORT, DOUBLE, BOOLEAN, STRING, LIST = "INT", "LONG", "SHORT", "DOUBLE", "BOOLEAN", "STRING", "LIST"
 
 # Kafka's dynamic broker configs odradek checks: name -> (type, minimum or allowed values, Kafka's default)
 DYNAMIC_TYPES: dict[str, tuple[str, object, str | None]] = {
@@ -90,11 +95,20 @@ KAFKA_DYNAMIC_BROKER_CONFIGS = frozenset(DYNAMIC_TYPES) | frozenset({
 })
 # names odradek reads that Kafka 4.4 no longer knows (ZooKeeper mode is gone there): stored like unknown names
 NOT_IN_KAFKA = frozenset(n for n in BROKER_PROPERTIES if n.startswith("zookeeper."))
-# Kafka's read-only broker configs: odradek's properties that Kafka cannot change at run time, and a few of
-# Kafka's that odradek does not read
+# Kafka's broker configs odradek does not read: name -> (Kafka's type, changed at run time, default); stored and
+# described as Kafka does, so a client's AlterConfigs then DescribeConfigs sees what it set (librdkafka's 0081)
+KAFKA_ONLY: dict[str, tuple[str, bool, bool, str | None]] = {
+    name: spec for name, spec in KAFKA_BROKER_CONFIGS.items()
+    if name not in BROKER_PROPERTIES and name not in DYNAMIC_TYPES and name not in PER_LISTENER_ONLY}
+# Kafka's read-only broker configs: odradek's properties that Kafka cannot change at run time, and Kafka's
+# that odradek does not read and Kafka does not change at run time
 READ_ONLY = (frozenset(BROKER_PROPERTIES) - KAFKA_DYNAMIC_BROKER_CONFIGS - NOT_IN_KAFKA) | {
     "advertised.listeners", "process.roles", "log.dirs", "log.dir", "controller.listener.names",
-    "controller.quorum.voters", "controller.quorum.bootstrap.servers", "metadata.log.dir"}
+    "controller.quorum.voters", "controller.quorum.bootstrap.servers", "metadata.log.dir"} | frozenset(
+    name for name, (_, dynamic, _, _) in KAFKA_ONLY.items() if not dynamic)
+# Kafka's configs it changes only per broker (the listener-related ones), never at the cluster-wide default
+PER_BROKER_ONLY = frozenset({"listeners", "listener.security.protocol.map"}) | frozenset(
+    name for name, (_, dynamic, per_broker, _) in KAFKA_ONLY.items() if dynamic and per_broker)
 
 
 def check_name(resource_name: str, node_id: int) -> tuple[int, str] | None:
@@ -123,7 +137,7 @@ def check_changes(changes: dict[str, str | None], default_level: bool,
     if per_listener:
         return ErrorCode.INVALID_REQUEST, ("These security configs can be dynamically updated only per-listener "
                                            f"using the listener prefix: [{', '.join(per_listener)}]")
-    per_broker = [n for n in setting if n in ("listeners", "listener.security.protocol.map")]
+    per_broker = [n for n in setting if n in PER_BROKER_ONLY]
     if per_broker and default_level:
         return ErrorCode.INVALID_REQUEST, ("Cannot update these configs at default cluster level, broker id must "
                                            f"be specified: [{', '.join(per_broker)}]")
@@ -145,11 +159,13 @@ def check_changes(changes: dict[str, str | None], default_level: bool,
 
 def _value_problem(name: str, value: str) -> str | None:
     spec = DYNAMIC_TYPES.get(name)
+    if spec is None and name in KAFKA_ONLY:
+        spec = (KAFKA_ONLY[name][0], None, None)  # Kafka parses it by its type (its validators are not carried)
     if spec is None:
         return None  # stored as given, as Kafka stores names it does not check
     kind, bound, _ = spec
-    if kind in (INT, LONG):
-        low, high = (-(2**31), INT_MAX) if kind == INT else (LONG_MIN, LONG_MAX)
+    if kind in (INT, LONG, SHORT):
+        low, high = {INT: (-(2**31), INT_MAX), LONG: (LONG_MIN, LONG_MAX), SHORT: (-(2**15), 2**15 - 1)}[kind]
         try:
             number = int(value)
         except ValueError:
@@ -191,8 +207,8 @@ def _pool_problem(name: str, wanted: int, current: int) -> str | None:
 
 def known_value(name: str) -> bool:
     """Whether DescribeConfigs shows a stored value (a broker config Kafka knows), not a null read-only one."""
-    return (name in DYNAMIC_TYPES or name in BROKER_PROPERTIES or name.startswith("listener.name.")) and \
-        name not in NOT_IN_KAFKA
+    return (name in DYNAMIC_TYPES or name in BROKER_PROPERTIES or name in KAFKA_ONLY
+            or name.startswith("listener.name.")) and name not in NOT_IN_KAFKA
 
 
 # the replication throttles' defaults live outside Kafka's broker config definition: it lists none
@@ -202,5 +218,17 @@ NO_LISTED_DEFAULT = frozenset({"leader.replication.throttled.rate", "follower.re
 
 def kafka_default(name: str) -> str | None:
     """Kafka's default of a dynamic broker config, as DescribeConfigs lists it (None: not listed)."""
+    if name in KAFKA_ONLY:
+        return KAFKA_ONLY[name][3]
     spec = None if name in NO_LISTED_DEFAULT else DYNAMIC_TYPES.get(name)
     return spec[2] if spec is not None else None
+
+
+# DescribeConfigs' config_type of Kafka's ConfigDef types
+CONFIG_TYPES = {BOOLEAN: 1, STRING: 2, INT: 3, SHORT: 4, LONG: 5, DOUBLE: 6, LIST: 7, "CLASS": 8, "PASSWORD": 9}
+
+
+def kafka_only_type(name: str) -> int | None:
+    """DescribeConfigs' config_type of a Kafka broker config odradek does not read (None: not one)."""
+    spec = KAFKA_ONLY.get(name)
+    return CONFIG_TYPES[spec[0]] if spec is not None else None

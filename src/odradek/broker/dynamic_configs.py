@@ -15,9 +15,11 @@ Applied without a restart:
 - a TLS listener's keystore and truststore (`listener.name.L.ssl.keystore.location`, ...): new handshakes use
   the new certificate (net/tls.py `TlsListener.reconfigure`; a keystore that does not load is refused before
   it is stored, broker/topic_configs.py);
-- in a cluster, `follower.replication.throttled.rate` (cluster/member.py).
+- in a cluster, `follower.replication.throttled.rate` (cluster/member.py) and `leader.replication.throttled.rate`
+  (read by every follower Fetch, cluster/leader_throttle.py).
 Kafka's other dynamic configs (thread pool sizes, `max.connection.creation.rate`, the local retention of
-tiered storage, ...) are stored and described but change nothing here: odradek has no such setting.
+tiered storage, the SASL/Kerberos login settings, ...) are stored and described but change nothing here:
+odradek has no such setting.
 """
 
 from __future__ import annotations
@@ -25,7 +27,7 @@ from __future__ import annotations
 import logging
 from typing import TYPE_CHECKING
 
-from odradek.broker.broker_configs import DYNAMIC_TYPES, PER_LISTENER_ONLY
+from odradek.broker.broker_configs import DYNAMIC_TYPES, KAFKA_ONLY, PER_LISTENER_ONLY
 from odradek.config import BrokerConfig
 from odradek.storage.cleaner import CleanerConfig
 from odradek.topic_config import log_config_for
@@ -78,5 +80,6 @@ def apply(broker: "Broker", defaults: dict[str, str], own: dict[str, str]) -> No
 def _shown(name: str, value: str) -> str:
     """A value for the log: Kafka's own non-secret configs as they are; passwords, JAAS texts and names Kafka
     does not know (which DescribeConfigs treats as secrets) hidden."""
-    return value if name in DYNAMIC_TYPES or name.endswith(("ssl.keystore.location", "ssl.truststore.location")) \
-        else "(hidden)"
+    shown = name in DYNAMIC_TYPES or name.endswith(("ssl.keystore.location", "ssl.truststore.location")) or \
+        (name in KAFKA_ONLY and KAFKA_ONLY[name][0] != "PASSWORD")
+    return value if shown else "(hidden)"

@@ -30,7 +30,9 @@ Throttles (Kafka's replication quotas, follower side): partitions that the topic
 `follower.replication.throttled.replicas` names for this broker ("PARTITION:BROKER,..." or "*") are fetched
 at no more than `follower.replication.throttled.rate` bytes per second, summed over every fetcher of this
 broker (`ReplicationThrottle`, a token bucket). A throttled partition asks for at most a second's worth of
-bytes per fetch and waits while the bucket is empty; the others are fetched as usual meanwhile.
+bytes per fetch and waits while the bucket is empty; the others are fetched as usual meanwhile. As in Kafka,
+a partition whose log end reached the leader's high watermark in the last answer is not throttled (Kafka's
+follower exempts replicas in sync; the leader side is cluster/leader_throttle.py).
 
 Not thread-safe; owned by the event loop.
 """
@@ -67,6 +69,9 @@ class FetchState:
     leader_epoch: int
     truncating: bool = True  # find the divergence point before fetching
     delayed_until: float = 0.0  # monotonic time before which it is not fetched (backoff)
+    # our log end reached the leader's high watermark in the last answer (Kafka's "replica in sync" of a
+    # fetch state): the follower throttle leaves such a partition alone
+    caught_up: bool = False
 
 
 @dataclass(frozen=True)
@@ -256,7 +261,7 @@ class ReplicaFetcher:
             return ready
         out = {}
         for key, state in ready.items():
-            if throttle.applies(*key):
+            if throttle.applies(*key) and not state.caught_up:
                 state.delayed_until = now + wait
             else:
                 out[key] = state
@@ -313,7 +318,8 @@ class ReplicaFetcher:
 
     async def _fetch(self, states: dict[TopicPartition, FetchState]) -> None:
         throttle = self.throttle if self.throttle is not None and self.throttle.active else None
-        throttled = {k for k in states if throttle.applies(*k)} if throttle is not None else set()
+        throttled = {k for k, state in states.items() if not state.caught_up and throttle.applies(*k)} \
+            if throttle is not None else set()
         wanted: dict[TopicPartition, Position] = {}
         for key, state in states.items():
             plog = state.partition.log
@@ -391,6 +397,7 @@ class ReplicaFetcher:
             else:
                 plog.maybe_increment_log_start(part["log_start_offset"])
         plog.update_high_watermark(min(part["high_watermark"], plog.log_end_offset))
+        state.caught_up = plog.log_end_offset >= part["high_watermark"]
         self._on_appended(partition)
 
     async def _out_of_range(self, key: TopicPartition, state: FetchState) -> None:

@@ -37,6 +37,7 @@ from pathlib import Path
 from typing import Awaitable, Callable
 
 from odradek.cluster.fetcher import ReplicaFetcherManager
+from odradek.cluster.leader_throttle import LeaderReplicationQuota
 from odradek.cluster.metadata import MetadataCache
 from odradek.cluster.partition import NotLeaderError, Partition, ReplicationError
 from odradek.protocol.errors import ErrorCode
@@ -110,6 +111,12 @@ class ReplicaManager:
         self.isr_expands = 0
         # time.monotonic() of the last replica fetch another broker sent us: proof the brokers reach us
         self.last_follower_fetch_s = 0.0
+        # `leader.replication.throttled.*`: what the Fetch handler holds back from catching-up followers
+        self.leader_quota = LeaderReplicationQuota(broker_id, self._topic_configs)
+
+    def _topic_configs(self, topic: str) -> dict[str, str]:
+        known = self.metadata.topic(topic)
+        return known.configs if known is not None else {}
 
     # -- what handlers ask ----------------------------------------------------------------------------
 

@@ -36,7 +36,10 @@ Zero-copy: a v4+ fetch takes each segment's span of at least REGION_MIN_BYTES as
 connection sends with sendfile(2) straight from the page cache (net/connection.py); smaller spans and
 down-converted fetches are read into memory.
 Quotas (security/quotas.py): a consumer over its `consumer_byte_rate` is answered no partitions and its
-throttle time; the records a consumer is sent count against it. Followers are exempt.
+throttle time; the records a consumer is sent count against it. Followers are exempt; instead, the leader
+replication throttle (cluster/leader_throttle.py) answers a follower outside the ISR no records of a partition
+that `leader.replication.throttled.replicas` names while this leader's throttled traffic is over
+`leader.replication.throttled.rate`.
 Gaps: no preferred read replica (consumers read from leaders only); v15+ followers (replica_state) are not
 served as followers.
 """
@@ -51,6 +54,7 @@ from odradek.broker.fetch_sessions import FetchSession, FetchSessionError, Sessi
 from odradek.broker.leader_hints import LEADERSHIP_ERRORS, hint_leader, node_endpoints
 from odradek.security.quotas import FETCH as FETCH_QUOTA
 from odradek.broker.registry import handler
+from odradek.cluster.fetcher import UNLIMITED
 from odradek.cluster.partition import ReplicationError
 from odradek.protocol.api_keys import ApiKey
 from odradek.protocol.errors import ErrorCode
@@ -112,6 +116,8 @@ async def fetch(ctx: RequestContext, request: dict) -> dict:
             break
         await ctx.broker.wait_for_append(keys, remaining)
         entries, size, keys = _build(ctx, request, wanted, quiet)
+    if follower and size:
+        _count_throttled(ctx, entries)
     if quotas.enabled and not follower and size:
         ctx.throttle_ms = max(ctx.throttle_ms, quotas.record(FETCH_QUOTA, *ctx.quota_client, size, now_ms()))
     if session is not None:
@@ -229,6 +235,7 @@ def _build(ctx: RequestContext, request: dict, wanted: list[Want],
     remaining = min(request["max_bytes"] if version >= 3 else 0x7FFFFFFF, broker.config.int("fetch.max.bytes"))
     magic = 0 if version <= 1 else 1 if version <= 3 else 2
     replica_id = request["replica_id"] if version <= 14 else -1
+    leader_bound = broker.live_config.int("leader.replication.throttled.rate") if replica_id >= 0 else UNLIMITED
     read_committed = request["isolation_level"] == 1
     region_min = REGION_MIN_BYTES if magic == 2 else None
     total = 0
@@ -251,6 +258,13 @@ def _build(ctx: RequestContext, request: dict, wanted: list[Want],
         if replica_id >= 0:
             broker.replicas.follower_fetched(partition, replica_id, want.fetch_offset)
             upper = None
+            if leader_bound < UNLIMITED and broker.replicas.leader_quota.holds_back(
+                    name, index, replica_id in partition.isr, leader_bound):
+                # over the leader replication throttle: offsets only; the fetch waits for news as an empty one does
+                entries.append((want, _partition(index, 0, plog.high_watermark, plog.log_start_offset,
+                                                 plog.last_stable_offset)))
+                keys.append((name, index))
+                continue
         else:
             upper = plog.last_stable_offset if read_committed else plog.high_watermark
         lso = plog.last_stable_offset
@@ -284,6 +298,16 @@ def _build(ctx: RequestContext, request: dict, wanted: list[Want],
         keys.append((name, index))
         entries.append((want, entry))
     return entries, total, keys
+
+
+def _count_throttled(ctx: RequestContext, entries: list[tuple[Want, dict]]) -> None:
+    """The bytes of leader-throttled partitions in a follower's answer count toward the leader replication
+    throttle (in Kafka too, whether the follower is in the ISR or not)."""
+    if ctx.broker.live_config.int("leader.replication.throttled.rate") >= UNLIMITED:
+        return
+    quota = ctx.broker.replicas.leader_quota
+    quota.sent(sum(sum(map(len, entry["records"])) if type(entry["records"]) is list else len(entry["records"])
+                   for want, entry in entries if entry["records"] and quota.is_throttled(want.topic, want.index)))
 
 
 def _aborted(plog, fetch_offset: int, chunks: "list[bytes | FileRegion]", lso: int) -> list[dict]:

@@ -232,6 +232,8 @@ async def _broker_configs(ctx: RequestContext, resource_name: str, keys: list[st
     defaults = await ctx.broker.admin.dynamic_broker_configs(None)
     own = {} if resource_name == "" else await ctx.broker.admin.dynamic_broker_configs(ctx.broker.node_id)
     names = set(defaults) | set(own) | (set(BROKER_PROPERTIES) if resource_name else set())
+    if resource_name and keys:  # Kafka's configs odradek does not read: listed when asked for by name
+        names |= {key for key in keys if key in broker_configs.KAFKA_ONLY}
     out = []
     for name in sorted(names):
         if not _wanted(keys, name):
@@ -266,11 +268,13 @@ async def _broker_configs(ctx: RequestContext, resource_name: str, keys: list[st
                 and name not in LISTENER_CONFIGS:
             parsed = config.get(name)
             value = None if parsed is None else str(parsed).lower() if isinstance(parsed, bool) else str(parsed)
-        if is_sensitive(name) or not known:  # Kafka takes a config of unknown type for a secret
+        kafka_type = broker_configs.kafka_only_type(name)
+        if is_sensitive(name) or not known or kafka_type == CONFIG_TYPE_PASSWORD:
+            # Kafka takes a config of unknown type for a secret
             entry = {**_entry(name, None, source, CONFIG_TYPE_PASSWORD if known else 2, [], doc), "is_sensitive": True}
             synonyms = [{**s, "value": None} for s in synonyms]
         else:
-            entry = _entry(name, value, source, 2, [], doc)
+            entry = _entry(name, value, source, kafka_type or 2, [], doc)
         entry["read_only"] = not known or name in broker_configs.READ_ONLY
         if include_synonyms:
             entry["synonyms"] = synonyms
