@@ -39,7 +39,7 @@ import time
 from pathlib import Path
 from typing import Any, Iterable
 
-from odradek.spark.job import GracefulStop, ProgressReport, stop_queries
+from odradek.spark.job import GracefulStop, ProgressReport, stop_queries, stop_spark
 from odradek.tools.common import key_value
 
 log = logging.getLogger("odradek.pipelines.clickstream")
@@ -409,7 +409,7 @@ def _run(args: argparse.Namespace, conf: dict[str, str], graceful: GracefulStop)
             if q.exception() is not None:
                 failed = True
                 log.error("query %s failed: %s", q.name, q.exception())
-        spark.stop()
+        stop_spark(spark)
     how = "failed" if failed else "finished" if args.available_now and not graceful.signals else "stopped"
     print(report.summary(how), flush=True)
     return 1 if failed else 0

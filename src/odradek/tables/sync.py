@@ -319,7 +319,7 @@ def main(args: argparse.Namespace) -> int:
             return TableSpec.of(topic, args.path, args.mode, args.checkpoint)
         return TableSpec.of(topic, os.path.join(args.path, topic), args.mode)
 
-    from odradek.spark.job import GracefulStop, ProgressReport, stop_queries
+    from odradek.spark.job import GracefulStop, ProgressReport, stop_queries, stop_spark
 
     # Ctrl-C and SIGTERM stop the queries between micro-batches, then Spark (status 0); a second one forces
     graceful = GracefulStop()
@@ -383,7 +383,7 @@ def main(args: argparse.Namespace) -> int:
             if s.failure() is not None:
                 failed = True
                 log.error("the sync of %s failed: %s", s.spec.topic, s.failure())
-        spark.stop()
+        stop_spark(spark)
     if not failed:
         for s in syncs.values():
             progress = s.query.lastProgress if s.query is not None else None
