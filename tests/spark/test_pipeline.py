@@ -117,7 +117,7 @@ def test_ctrl_c_stops_cleanly_and_restart_loses_nothing(broker_factory, tmp_path
     first = _pipeline(broker.bootstrap, tmp_path, "--trigger-seconds", "1", "--max-offsets-per-trigger", "40")
     try:
         # the first complete window on screen, read back from the topic (stdout is a pipe: one line per window)
-        before = _lines_until(first, lambda line: line.startswith("window "), timeout=240)
+        before = _lines_until(first, lambda line: line.startswith("window "), timeout=420)
         first.send_signal(signal.SIGINT)
         rest, _ = first.communicate(timeout=240)
     finally:
@@ -188,7 +188,7 @@ def test_generated_stream_shows_a_closed_window_and_restarts_without_a_gap(broke
     seen: list[str] = []
     for run in range(2):
         proc = _pipeline(broker.bootstrap, tmp_path, *live)
-        before = _lines_until(proc, lambda line: line.startswith("window "), timeout=240)
+        before = _lines_until(proc, lambda line: line.startswith("window "), timeout=420)
         output = _stop_with_ctrl_c(proc, before)
         assert proc.returncode == 0, output
         _assert_quiet(output)
