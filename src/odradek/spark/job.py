@@ -80,11 +80,17 @@ def _finish_after_batch(query: Any) -> bool:
 
 
 def _terminated(query: Any) -> bool:
-    """Whether the query's execution thread has ended (its isActive turns False as soon as it is told to stop)."""
+    """Whether the query's execution thread has ended, waiting for it up to half a second. (Its `isActive`, and
+    so `awaitTermination`, turns False as soon as it is told to stop, while its batch still runs.)"""
     try:
-        return bool(query.awaitTermination(0.5))
-    except Exception:  # the query ended with an error: it has ended (the job reports the error itself)
-        return True
+        thread = query._jsq.streamingQuery().queryExecutionThread()
+        thread.join(500)
+        return not thread.isAlive()
+    except Exception:  # not Spark's classic execution: the public call
+        try:
+            return bool(query.awaitTermination(0.5))
+        except Exception:  # the query ended with an error: it has ended (the job reports the error itself)
+            return True
 
 
 def stop_queries(queries: list[Any], wait_s: float = STOP_WAIT_S) -> None:
