@@ -102,6 +102,7 @@ def _assert_quiet(output: str) -> None:
         assert word not in output, f"{word!r} on the pipeline's screen:\n{output}"
 
 
+@pytest.mark.timeout(900)  # two runs of the pipeline, each a JVM start: minutes on a busy 2-core machine
 def test_ctrl_c_stops_cleanly_and_restart_loses_nothing(broker_factory, tmp_path):
     """Ctrl-C mid-stream: exit 0, a summary line, nothing of Spark's on screen; the restarted pipeline then
     completes from the checkpoint with every closed window once, in Parquet and in the topic, as an
@@ -178,6 +179,7 @@ def _stop_with_ctrl_c(proc: subprocess.Popen, before: list[str]) -> str:
     return "".join(before) + rest
 
 
+@pytest.mark.timeout(1200)  # two runs of the pipeline, each a JVM start: minutes on a busy 2-core machine
 def test_generated_stream_shows_a_closed_window_and_restarts_without_a_gap(broker_factory, tmp_path):
     """`make pipeline` as a newcomer runs it: the generator on, the default 1-minute watermark. The generator
     starts two minutes back in event time, so a closed window is printed without waiting the watermark out

@@ -172,6 +172,7 @@ def test_killed_sync_restarts_without_losing_or_doubling_a_row(delta, spark, bro
     assert sorted(r.value for r in rows.select("value").collect()) == sorted(f"v{i}" for i in range(total))
 
 
+@pytest.mark.timeout(900)  # two runs of the command, each a JVM start
 def test_ctrl_c_stops_the_sync_quietly_and_a_restart_continues(delta, spark, broker, tmp_path):
     """Ctrl-C as a terminal sends it (to the whole process group: the driver, its JVM, Spark's Python workers)
     mid-stream: the running micro-batch ends, exit 0, one summary line, nothing of Spark's on the screen; the
