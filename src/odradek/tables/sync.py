@@ -275,7 +275,9 @@ class TopicSync:
             return False
         log.info("%s: value schema id %s -> %s: restarting its query with the new columns", self.spec.topic,
                  self.schema_id, latest)
-        self.query.stop()
+        from odradek.spark.job import stop_queries
+
+        stop_queries([self.query])  # its batch in progress committed first, as at Ctrl-C
         self.start()
         return True
 
