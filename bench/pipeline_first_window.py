@@ -52,7 +52,7 @@ def one_run(bootstrap: str, work: Path, deadline_s: float) -> tuple[float | None
 
     def read() -> None:
         for line in proc.stdout:
-            lines.append(line)
+            lines.append(f"{time.monotonic() - began:6.1f}  {line}")
             if line.startswith("window ") and not first:
                 first.append(time.monotonic() - began)
                 seen.set()
@@ -75,6 +75,7 @@ def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--bootstrap", default=None)
     p.add_argument("--runs", type=int, default=1)
+    p.add_argument("--verbose", action="store_true", help="the pipeline's output too, seconds since its start")
     p.add_argument("--deadline", type=float, default=300.0, help="give up waiting for a window after this")
     args = p.parse_args()
     with tempfile.TemporaryDirectory(prefix="pipeline-first-window-") as tmp:
@@ -94,7 +95,7 @@ def main() -> int:
                 first, stop_s, status, output = one_run(bootstrap, work, args.deadline)
                 shown = "none" if first is None else f"{first:.1f} s"
                 print(f"run {run + 1}: first window after {shown}; Ctrl-C exit {status} after {stop_s:.1f} s")
-                if first is None or status != 0:
+                if args.verbose or first is None or status != 0:
                     print(output)
         finally:
             if broker is not None:
