@@ -98,7 +98,9 @@ def spark(kafka_package_status, delta_package_status) -> Iterator:
     session.sparkContext.setLogLevel("WARN")
     # No register(): format("odradek") must be found through the installed pyspark_odradek module.
     yield session
-    session.stop()
+    from odradek.spark.job import stop_spark
+
+    stop_spark(session)  # no state-store maintenance thread left to log "SparkEnv not active"
 
 
 @pytest.fixture(scope="module")

@@ -102,6 +102,7 @@ def _assert_quiet(output: str) -> None:
         assert word not in output, f"{word!r} on the pipeline's screen:\n{output}"
 
 
+@pytest.mark.timeout(900)  # two runs of the pipeline, each a JVM start: minutes on a busy 2-core machine
 def test_ctrl_c_stops_cleanly_and_restart_loses_nothing(broker_factory, tmp_path):
     """Ctrl-C mid-stream: exit 0, a summary line, nothing of Spark's on screen; the restarted pipeline then
     completes from the checkpoint with every closed window once, in Parquet and in the topic, as an
@@ -117,7 +118,7 @@ def test_ctrl_c_stops_cleanly_and_restart_loses_nothing(broker_factory, tmp_path
     first = _pipeline(broker.bootstrap, tmp_path, "--trigger-seconds", "1", "--max-offsets-per-trigger", "40")
     try:
         # the first complete window on screen, read back from the topic (stdout is a pipe: one line per window)
-        before = _lines_until(first, lambda line: line.startswith("window "), timeout=240)
+        before = _lines_until(first, lambda line: line.startswith("window "), timeout=420)
         first.send_signal(signal.SIGINT)
         rest, _ = first.communicate(timeout=240)
     finally:
@@ -164,3 +165,53 @@ def test_ctrl_c_stops_cleanly_and_restart_loses_nothing(broker_factory, tmp_path
         assert (ws, v["page"]) not in from_kafka, "a window was written twice to the topic"
         from_kafka[(ws, v["page"])] = v["count"]
     assert from_kafka == expected
+
+
+def _stop_with_ctrl_c(proc: subprocess.Popen, before: list[str]) -> str:
+    """SIGINT, then everything it prints until it exits (bounded); its whole output."""
+    try:
+        proc.send_signal(signal.SIGINT)
+        rest, _ = proc.communicate(timeout=240)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    return "".join(before) + rest
+
+
+@pytest.mark.timeout(1200)  # two runs of the pipeline, each a JVM start: minutes on a busy 2-core machine
+def test_generated_stream_shows_a_closed_window_and_restarts_without_a_gap(broker_factory, tmp_path):
+    """`make pipeline` as a newcomer runs it: the generator on, the default 1-minute watermark. The generator
+    starts two minutes back in event time, so a closed window is printed without waiting the watermark out
+    (stdout a pipe: one line per window); Ctrl-C stops it quietly; a restart's generator continues from the
+    topic's latest event, and the topic then holds every minute once, with no gap between the two runs."""
+    broker = broker_factory()
+    live = ("--rate", "20", "--watermark", "1 minute", "--trigger-seconds", "2")
+    seen: list[str] = []
+    for run in range(2):
+        proc = _pipeline(broker.bootstrap, tmp_path, *live)
+        before = _lines_until(proc, lambda line: line.startswith("window "), timeout=420)
+        output = _stop_with_ctrl_c(proc, before)
+        assert proc.returncode == 0, output
+        _assert_quiet(output)
+        assert len([line for line in output.splitlines() if line.startswith("clickstream stopped:")]) == 1, output
+        shown = [line for line in output.splitlines() if line.startswith("window ")]
+        assert shown and all(" views, " in line for line in shown), output
+        seen += shown
+    assert len(seen) == len(set(seen)), f"a window printed by both runs: {seen}"
+
+    windows: dict = {}
+    for m in read_all(broker.bootstrap, clickstream.OUTPUT_TOPIC, 4, isolation="read_committed"):
+        v = json.loads(m.value())
+        key = (v["window_start"], v["page"])
+        assert key not in windows, f"window {key} written twice to the topic"
+        windows[key] = v["count"]
+    starts = sorted({int(datetime.strptime(ws, "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=timezone.utc).timestamp())
+                     for ws, _ in windows})
+    assert len(starts) >= 2, windows
+    assert starts == list(range(starts[0], starts[-1] + 60, 60)), f"a minute missing between the runs: {starts}"
+    # each printed window is in the topic with the views the line gives
+    for line in seen:
+        hhmm = line.split()[1].split("-")[0]
+        total = sum(n for (ws, _), n in windows.items() if ws[11:16] == hhmm)
+        assert f"({total:,} views, " in line, (line, windows)

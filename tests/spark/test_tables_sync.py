@@ -172,6 +172,51 @@ def test_killed_sync_restarts_without_losing_or_doubling_a_row(delta, spark, bro
     assert sorted(r.value for r in rows.select("value").collect()) == sorted(f"v{i}" for i in range(total))
 
 
+@pytest.mark.timeout(900)  # two runs of the command, each a JVM start
+def test_ctrl_c_stops_the_sync_quietly_and_a_restart_continues(delta, spark, broker, tmp_path):
+    """Ctrl-C as a terminal sends it (to the whole process group: the driver, its JVM, Spark's Python workers)
+    mid-stream: the running micro-batch ends, exit 0, one summary line, nothing of Spark's on the screen; the
+    next run from the same checkpoint lands every record once."""
+    from .test_pipeline import NOISE
+
+    topic = "tables-ctrl-c"
+    create_topic(broker.bootstrap, topic, partitions=2)
+    total = 3000
+    producer = Producer(producer_config(broker.bootstrap))
+    for i in range(total):
+        producer.produce(topic, value=f"v{i}".encode(), partition=i % 2)
+    flush_fully(producer)
+    path, log = tmp_path / "table", tmp_path / "sync.log"
+    cmd = sync_command(broker, "--topic", topic, "--path", str(path), "--mode", "append",
+                       "--max-offsets-per-trigger", "200", "--trigger-seconds", "0.5")
+    with open(log, "w") as out:
+        proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, start_new_session=True,
+                                env={**os.environ, "SPARK_LOCAL_IP": "127.0.0.1"})
+    try:
+        wait_until(lambda: commits(path) >= 2 or proc.poll() is not None, timeout=420,
+                   message="two commits of the sync")
+        assert proc.poll() is None, log.read_text()[-4000:]
+        os.killpg(proc.pid, signal.SIGINT)
+        proc.wait(300)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait(30)
+    output = log.read_text()
+    assert proc.returncode == 0, output[-4000:]
+    for word in NOISE:
+        assert word not in output, f"{word!r} on the sync's screen:\n{output}"
+    assert len([line for line in output.splitlines() if line.startswith("tables sync stopped:")]) == 1, output
+    landed = spark.read.format("delta").load(str(path)).count()
+    assert 0 < landed < total, f"the Ctrl-C came too late to test anything: {landed} rows"
+
+    run_command(sync_command(broker, "--topic", topic, "--path", str(path), "--mode", "append", "--available-now"),
+                tmp_path / "again.log")
+    rows = spark.read.format("delta").load(str(path))
+    assert rows.count() == total
+    assert rows.select("partition", "offset").distinct().count() == total
+
+
 def test_a_pattern_syncs_every_matching_topic_in_upsert_mode(delta, spark, broker, tmp_path):
     names = ["tables-cfg-a", "tables-cfg-b"]
     producer = Producer(producer_config(broker.bootstrap))

@@ -3,7 +3,10 @@
     odradek pipeline clickstream --bootstrap 127.0.0.1:9092 [--master local[*]] [--rate 50] ...
 
 * A generator produces JSON page views `{"page": "/cart", "user": "u17", "ts": <ms>}` to `pageviews`
-  (key = user, record timestamp = event time), slightly out of order as real clicks are.
+  (key = user, record timestamp = event time), slightly out of order as real clicks are. It starts
+  BACKFILL_MINUTES back in event time (from a minute's start, or from the topic's latest event when that is
+  later: a restart leaves no gap and adds nothing to the minutes already generated), so the first micro-batch
+  already closes a complete window rather than the watermark closing the first one two minutes in.
 * One streaming computation reads `pageviews` through `format("odradek")` (or, with `--connector kafka`,
   Spark's own `format("kafka")`; see CONNECTORS), parses the events, sets a
   watermark on event time and counts views per page and 1-minute window. Each window is emitted once,
@@ -39,7 +42,7 @@ import time
 from pathlib import Path
 from typing import Any, Iterable
 
-from odradek.spark.job import GracefulStop, ProgressReport, stop_queries
+from odradek.spark.job import GracefulStop, ProgressReport, stop_queries, stop_spark
 from odradek.tools.common import key_value
 
 log = logging.getLogger("odradek.pipelines.clickstream")
@@ -57,6 +60,10 @@ CONNECTORS = ("odradek", "kafka")
 # How Spark reports a Python worker that did not connect back within its fixed 10 s (a busy machine)
 WORKER_START_TIMEOUT = "Python worker failed to connect back"
 OUTPUT_FORMATS = ("auto", "live", "lines", "json", "quiet")
+# How far back in event time (whole minutes before the current one) the generator starts its stream: with the
+# default 1-minute watermark, two minutes make the first micro-batch close one complete window and the next one
+# close within the minute.
+BACKFILL_MINUTES = 2
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -125,6 +132,64 @@ def live_events(rate: float, seed: int = 7) -> Iterable[dict[str, Any]]:
         now = int(time.time() * 1000)
         yield {"page": rng.choices(PAGES, WEIGHTS)[0], "user": f"u{rng.randrange(50)}",
                "ts": now - rng.randrange(0, 5_000)}
+
+
+def latest_event_ms(bootstrap: str, topic: str = INPUT_TOPIC, client: dict[str, Any] | None = None,
+                    timeout_s: float = 10.0) -> int | None:
+    """The latest record timestamp among the last records of `topic`'s partitions (None: none, or no answer
+    within `timeout_s`)."""
+    from confluent_kafka import Consumer, KafkaException, TopicPartition
+
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "odradek-clickstream-generator",
+                         "enable.auto.commit": False, "enable.partition.eof": False, **(client or {})})
+    try:
+        meta = consumer.list_topics(topic, timeout=timeout_s).topics.get(topic)
+        if meta is None or meta.error is not None:
+            return None
+        last_records = []
+        for p in sorted(meta.partitions):
+            low, high = consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=timeout_s)
+            if high > low:
+                last_records.append(TopicPartition(topic, p, high - 1))
+        if not last_records:
+            return None
+        consumer.assign(last_records)
+        unread = {tp.partition for tp in last_records}
+        latest: int | None = None
+        deadline = time.monotonic() + timeout_s
+        while unread and time.monotonic() < deadline:
+            for m in consumer.consume(len(unread), 0.5):
+                if m.error() is not None:
+                    continue
+                unread.discard(m.partition())
+                _, ts = m.timestamp()
+                if ts > 0:
+                    latest = ts if latest is None else max(latest, ts)
+        return latest
+    except KafkaException:
+        return None
+    finally:
+        consumer.close()
+
+
+def backfill_start_ms(now_ms: int, latest_ms: int | None, minutes: int = BACKFILL_MINUTES) -> int:
+    """Where in event time the generator starts: `minutes` before the current minute's start, or just after the
+    topic's latest event when that is later."""
+    start = now_ms - now_ms % WINDOW_MS - minutes * WINDOW_MS
+    return max(start, latest_ms + 1) if latest_ms is not None else start
+
+
+def generate_stream(bootstrap: str, rate: float, stop: threading.Event, seed: int = 7) -> int:
+    """The generator: page views from backfill_start_ms up to now at once (at `rate` per second of event time),
+    then live ones at `rate` until `stop`; returns how many were delivered."""
+    now = int(time.time() * 1000)
+    since = backfill_start_ms(now, latest_event_ms(bootstrap))
+    delivered = 0
+    if since < now:
+        count = int(rate * (now - since) / 1000)
+        delivered = produce_events(bootstrap, generate_events(count, since, now - since, seed=seed + 1,
+                                                              disorder_ms=5_000), stop=stop)
+    return delivered + produce_events(bootstrap, live_events(rate, seed), rate=rate, stop=stop)
 
 
 def expected_counts(events: Iterable[dict[str, Any]], watermark_ms: int) -> dict[tuple[int, str], int]:
@@ -316,9 +381,8 @@ def main(argv: list[str] | None = None) -> int:
         n = produce_events(args.bootstrap, generate_events(args.events, now - span, span))
         log.info("produced %d page views to %s", n, INPUT_TOPIC)
     elif args.rate > 0 and not args.available_now:
-        generator = threading.Thread(target=produce_events, name="pageview-generator", daemon=True,
-                                     args=(args.bootstrap, live_events(args.rate)),
-                                     kwargs={"rate": args.rate, "stop": stop})
+        generator = threading.Thread(target=generate_stream, name="pageview-generator", daemon=True,
+                                     args=(args.bootstrap, args.rate, stop))
         generator.start()
         log.info("generating %.0f page views/s to %s", args.rate, INPUT_TOPIC)
 
@@ -409,7 +473,7 @@ def _run(args: argparse.Namespace, conf: dict[str, str], graceful: GracefulStop)
             if q.exception() is not None:
                 failed = True
                 log.error("query %s failed: %s", q.name, q.exception())
-        spark.stop()
+        stop_spark(spark)
     how = "failed" if failed else "finished" if args.available_now and not graceful.signals else "stopped"
     print(report.summary(how), flush=True)
     return 1 if failed else 0

@@ -5,8 +5,11 @@ queries as figures (per micro-batch lines, JSON lines or nothing) and a one-line
   stopped between micro-batches, Spark stopped, exit status 0); a second one forces the exit (status 130).
   PySpark's own SIGINT handler (installed by SparkContext) cancels every running job, which prints
   SPARK_JOB_CANCELLED stack traces: `install()` is called again once the session exists.
-* `stop_queries` waits (bounded) for a query's running micro-batch to finish before stopping it, so the batch is
-  committed; one still running at the bound is interrupted and replayed from the checkpoint on the next start.
+* `stop_queries` ends the queries between micro-batches: each is told to start no new batch, the one it runs is
+  let finish and commit, and only a query still running at the bound is interrupted (Spark's `stop()`: its
+  batch's job is cancelled, and replayed from the checkpoint on the next start). `stop_spark` then waits for
+  the tasks of cancelled jobs to end and stops the state stores' maintenance before SparkEnv goes, so no thread
+  of Spark's outlives it (each would log a stack trace).
 * `ProgressReport` reads each query's `recentProgress` (StreamingQueryProgress as dicts) and prints one line per
   new micro-batch, the totals at the end.
 """
@@ -52,21 +55,74 @@ class GracefulStop:
         return self.event.is_set()
 
 
-def stop_queries(queries: list[Any], wait_s: float = 10.0) -> None:
-    """Stop each active query once its micro-batch in progress (if any) has finished, waiting at most `wait_s`
-    in all: a query with a backlog starts its next batch as soon as one ends, so waiting for an idle moment
-    could last as long as the backlog; the batch a stop interrupts is replayed from the checkpoint."""
+# How long a graceful stop lets the queries' running micro-batches finish: a batch of a busy machine can take half
+# a minute, and a query waits out its trigger interval before it sees the stop; a second Ctrl-C forces.
+STOP_WAIT_S = 120.0
+
+
+def _finish_after_batch(query: Any) -> bool:
+    """Tell a query to start no further micro-batch: its execution state becomes TERMINATED without the interrupt
+    of `stop()`, so the running batch ends and commits, and the trigger loop (which checks the state before and
+    after each batch) ends the query. Spark has no public call for it; False where the query is not Spark's
+    classic micro-batch execution (the caller then stops it the ordinary way)."""
+    try:
+        from pyspark import SparkContext
+
+        execution = query._jsq.streamingQuery()
+        state = execution.state()
+        package = state.get().getClass().getPackage().getName()
+        jvm = SparkContext._jvm
+        terminated = jvm.java.lang.Class.forName(f"{package}.TERMINATED$").getField("MODULE$").get(None)
+        state.set(terminated)
+        return True
+    except Exception:  # another Spark's internals, Spark Connect, or the query ended while asked
+        return False
+
+
+def _terminated(query: Any) -> bool:
+    """Whether the query's execution thread has ended, waiting for it up to half a second. (Its `isActive`, and
+    so `awaitTermination`, turns False as soon as it is told to stop, while its batch still runs.)"""
+    try:
+        thread = query._jsq.streamingQuery().queryExecutionThread()
+        thread.join(500)
+        return not thread.isAlive()
+    except Exception:  # not Spark's classic execution: the public call
+        try:
+            return bool(query.awaitTermination(0.5))
+        except Exception:  # the query ended with an error: it has ended (the job reports the error itself)
+            return True
+
+
+def stop_queries(queries: list[Any], wait_s: float = STOP_WAIT_S) -> None:
+    """Stop the queries between micro-batches: every one is told at once to start no new batch; each batch in
+    progress then finishes and commits, waiting at most `wait_s` in all, after which a query still running is
+    interrupted (its batch replayed from the checkpoint on the next start)."""
+    told = {id(q) for q in queries if q.isActive and _finish_after_batch(q)}
     deadline = time.monotonic() + wait_s
     for q in queries:
-        while q.isActive and time.monotonic() < deadline:
-            try:
-                if not q.status.get("isTriggerActive", False):
-                    break
-            except Exception:  # the query ended while asked: nothing to wait for
-                break
-            time.sleep(0.1)
-        if q.isActive:
-            q.stop()
+        if id(q) in told:
+            while not _terminated(q) and time.monotonic() < deadline:
+                pass
+        try:
+            q.stop()  # nothing left to do for a query that ended; interrupts one still running
+        except Exception:  # it ended with an error while being stopped: the job reports the query's exception
+            pass
+
+
+def stop_spark(spark: Any, wait_s: float = 30.0) -> None:
+    """Stop the session once the tasks of its jobs have ended (a stopped query's cancelled tasks end a little
+    after it) and the state stores' maintenance thread has stopped: Spark's threads that still run when SparkEnv
+    is gone log stack traces ("SparkEnv not active")."""
+    try:
+        tracker = spark.sparkContext.statusTracker()
+        deadline = time.monotonic() + wait_s
+        while (tracker.getActiveStageIds() or tracker.getActiveJobsIds()) and time.monotonic() < deadline:
+            time.sleep(0.2)
+        state_store = spark.sparkContext._jvm.org.apache.spark.sql.execution.streaming.state.StateStore
+        state_store.stop()
+    except Exception:  # a session already stopped, or another Spark's internals: stop it all the same
+        pass
+    spark.stop()
 
 
 def _batch_figures(progress: dict[str, Any]) -> dict[str, Any]:

@@ -275,7 +275,9 @@ class TopicSync:
             return False
         log.info("%s: value schema id %s -> %s: restarting its query with the new columns", self.spec.topic,
                  self.schema_id, latest)
-        self.query.stop()
+        from odradek.spark.job import stop_queries
+
+        stop_queries([self.query])  # its batch in progress committed first, as at Ctrl-C
         self.start()
         return True
 
@@ -319,7 +321,7 @@ def main(args: argparse.Namespace) -> int:
             return TableSpec.of(topic, args.path, args.mode, args.checkpoint)
         return TableSpec.of(topic, os.path.join(args.path, topic), args.mode)
 
-    from odradek.spark.job import GracefulStop, ProgressReport, stop_queries
+    from odradek.spark.job import GracefulStop, ProgressReport, stop_queries, stop_spark
 
     # Ctrl-C and SIGTERM stop the queries between micro-batches, then Spark (status 0); a second one forces
     graceful = GracefulStop()
@@ -383,7 +385,7 @@ def main(args: argparse.Namespace) -> int:
             if s.failure() is not None:
                 failed = True
                 log.error("the sync of %s failed: %s", s.spec.topic, s.failure())
-        spark.stop()
+        stop_spark(spark)
     if not failed:
         for s in syncs.values():
             progress = s.query.lastProgress if s.query is not None else None
