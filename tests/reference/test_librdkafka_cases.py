@@ -24,7 +24,7 @@ import pytest
 
 pytest.importorskip("confluent_kafka")
 
-from confluent_kafka import Consumer, KafkaError, KafkaException, Producer  # noqa: E402
+from confluent_kafka import Consumer, KafkaException, Producer  # noqa: E402
 from confluent_kafka.admin import AlterConfigOpType, ConfigEntry, ConfigResource, NewTopic  # noqa: E402
 
 from odradek.tools.common import bootstrap_admin  # noqa: E402
