@@ -134,7 +134,6 @@ def server_properties(port: int, controller_port: int, log_dir: Path, settings: 
         "share.coordinator.state.topic.replication.factor": "1",
         "share.coordinator.state.topic.min.isr": "1",
         "group.initial.rebalance.delay.ms": "0",
-        "group.streams.initial.rebalance.delay.ms": "0",  # a streams group's first assignment at once, as above
     }
     props.update(settings)
     return "".join(f"{k}={v}\n" for k, v in props.items())

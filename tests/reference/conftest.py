@@ -32,7 +32,6 @@ LAUNCHER = Path(__file__).resolve().parents[2] / "reference" / "kafka.py"
 # The settings reference/kafka.py gives Kafka that odradek knows, given to odradek too: the same values, and
 # both brokers then report them as static broker configs.
 ODRADEK_SETTINGS = {"num.partitions": "1", "auto.create.topics.enable": "true", "group.initial.rebalance.delay.ms": "0",
-                    "group.streams.initial.rebalance.delay.ms": "0",
                     "offsets.topic.replication.factor": "1", "transaction.state.log.replication.factor": "1",
                     "transaction.state.log.min.isr": "1"}
 
