@@ -2,15 +2,16 @@
 an Apache Kafka 4.4 reference, both with an ACL authorizer (super user ANONYMOUS, so every PLAINTEXT client
 may do everything and `kafka-acls` has something to manage), and the runner of Kafka's tools.
 
-Each module starts its pair once (the suite's cost is JVM starts, 1.5 to 4 s a tool run, fewer with the
-runner's class-data sharing archive, written once per session); tests name their topics and groups after
-themselves. Without the reference install (`make reference`, which also brings
+Each module starts its pair once; the tools run in tool servers (tools.py), JVMs started once per session
+that run one tool after another, rather than in a JVM each (1.5 to 4 s a tool run); tests name their
+topics and groups after themselves. Without the reference install (`make reference`, which also brings
 kafka-tools), java or ZooKeeper the tests skip with the reason; under CI (`CI` set) that is a failure.
 """
 
 from __future__ import annotations
 
 import os
+import shutil
 from typing import Iterator
 
 import pytest
@@ -40,11 +41,15 @@ def _unavailable(reason: str) -> None:
 
 
 @pytest.fixture(scope="session")
-def runner(tmp_path_factory: pytest.TempPathFactory) -> ToolRunner:
+def runner(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ToolRunner]:
     _, libs = installed_launcher()
     if not any(libs.glob("kafka-tools-[0-9]*.jar")):
         _unavailable(f"Kafka's tools (kafka-tools) are not in {libs}: run `make reference` again")
-    return ToolRunner(libs, tmp_path_factory.mktemp("kafka-tools"))
+    if shutil.which("javac") is None:
+        _unavailable("javac not found (tools/install-system-deps.sh installs a JDK)")
+    runner = ToolRunner(libs, tmp_path_factory.mktemp("kafka-tools"))
+    yield runner
+    runner.close()
 
 
 @pytest.fixture(scope="module")

@@ -14,19 +14,29 @@ import re
 import shutil
 import subprocess
 import threading
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Iterator
+from typing import Any, Callable, Iterator
 
 import pytest
 
 from tests.cluster.conftest import cluster_factory, zookeeper, zookeeper_factory  # noqa: F401  (3-broker runs)
-from tests.reference.conftest import kafka_reference  # noqa: F401  (the session's Apache Kafka 4.4)
+from tests.conftest import BrokerProcess
+from tests.reference.conftest import installed_launcher, kafka_reference  # noqa: F401  (the session's Kafka 4.4)
 
 HERE = Path(__file__).resolve().parent
 POM = HERE / "pom.xml"
 SOURCE = HERE / "java" / "WordCount.java"
 RESOLVE_TIMEOUT_S = 900
+# The brokers of the SIGKILL test, where a killed instance's tasks move only once its session expires: 12 s
+# (heartbeats every 2 s) instead of the 45 s default (heartbeats every 5 s), the first assignment without
+# the 3 s initial delay. Kafka also needs its bounds on the group-level values lowered to allow them.
+SHORT_SESSION = {"group.streams.session.timeout.ms": "12000", "group.streams.heartbeat.interval.ms": "2000",
+                 "group.streams.initial.rebalance.delay.ms": "0"}
+KAFKA_SHORT_SESSION = {**SHORT_SESSION, "group.streams.min.session.timeout.ms": "12000",
+                       "group.streams.min.heartbeat.interval.ms": "2000"}
+KAFKA_START_TIMEOUT_S = 180
 
 
 def _unavailable(reason: str) -> None:
@@ -85,6 +95,37 @@ def word_count_classpath(tmp_path_factory: pytest.TempPathFactory) -> str:
     if proc.returncode != 0:
         pytest.fail(f"javac failed on WordCount.java:\n{proc.stdout}\n{proc.stderr}")
     return os.pathsep.join([str(out), cp])
+
+
+@pytest.fixture
+def short_session_broker(broker_factory: Callable[..., BrokerProcess]) -> BrokerProcess:
+    """An odradek broker with SHORT_SESSION."""
+    return broker_factory(SHORT_SESSION, name="short-session")
+
+
+@pytest.fixture
+def short_session_kafka() -> Iterator[Callable[[], Any]]:
+    """Apache Kafka 4.4 with KAFKA_SHORT_SESSION, started in the background as the test begins; the test calls
+    the value to wait for it (so that its JVM starts while the test drives odradek)."""
+    ref, libs = installed_launcher()
+    kafka = ref.KafkaReference(libs, settings=KAFKA_SHORT_SESSION)
+    # one worker thread, kept until Kafka is stopped: Kafka is started with PR_SET_PDEATHSIG, which fires when
+    # the thread that started it ends
+    starter = ThreadPoolExecutor(max_workers=1, thread_name_prefix="kafka-short-session")
+    started = starter.submit(kafka.start, KAFKA_START_TIMEOUT_S)
+
+    def ready() -> Any:
+        try:
+            return started.result(KAFKA_START_TIMEOUT_S + 30)
+        except RuntimeError as exc:
+            pytest.fail(f"Apache Kafka {ref.kafka_version()} did not start: {exc}")
+
+    try:
+        yield ready
+    finally:
+        started.exception(KAFKA_START_TIMEOUT_S + 30)  # a start under way is finished before it is stopped
+        kafka.stop()
+        starter.shutdown()
 
 
 @dataclass

@@ -159,7 +159,8 @@ def test_word_count_on_three_brokers(cluster_factory, streams_launcher):
     group's coordinator on whichever broker leads its partition): exact counts, sharing, takeover."""
     cluster = cluster_factory(3, settings={"default.replication.factor": "3", "min.insync.replicas": "2",
                                            "offsets.topic.replication.factor": "3",
-                                           "offsets.topic.num.partitions": "6"}).start()
+                                           "offsets.topic.num.partitions": "6",
+                                           "group.streams.initial.rebalance.delay.ms": "0"}).start()
     cluster.wait_ready()
     token = f"wc3-{int(time.time() * 1000) % 10_000_000}"
     outcome = run_word_count(cluster.bootstrap, streams_launcher, "streams", token, replication=3)
@@ -169,13 +170,15 @@ def test_word_count_on_three_brokers(cluster_factory, streams_launcher):
 
 
 @pytest.mark.timeout(900)
-def test_word_count_exactly_once_survives_kill_9(broker, kafka_reference, streams_launcher):
+def test_word_count_exactly_once_survives_kill_9(short_session_broker, short_session_kafka, streams_launcher):
     """group.protocol=streams and exactly_once_v2: instance A is killed with SIGKILL while both run; B takes
-    its tasks over once A's session times out (45 s, the default on both brokers) and the counts, read with
-    read_committed, are still exact — on odradek and on Kafka 4.4."""
+    its tasks over once A's session times out (12 s here: group.streams.session.timeout.ms on both brokers,
+    conftest.SHORT_SESSION) and the counts, read with read_committed, are still exact — on odradek and on
+    Kafka 4.4."""
     token = f"wck-{int(time.time() * 1000) % 10_000_000}"
-    ours = run_word_count(broker.bootstrap, streams_launcher, "streams", f"{token}-o", kill=True)
-    theirs = run_word_count(kafka_reference.bootstrap, streams_launcher, "streams", f"{token}-k", kill=True)
+    ours = run_word_count(short_session_broker.bootstrap, streams_launcher, "streams", f"{token}-o", kill=True)
+    kafka = short_session_kafka()
+    theirs = run_word_count(kafka.bootstrap, streams_launcher, "streams", f"{token}-k", kill=True)
     assert ours["counts"] == ours["expected"] == theirs["counts"] == theirs["expected"]
     assert ours["shared"] and theirs["shared"]
     assert ours["errors_b"] == theirs["errors_b"] == 0
