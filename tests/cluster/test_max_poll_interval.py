@@ -6,11 +6,6 @@ The one that gets the first record stops polling ("processing" for 20 s): its cl
 max.poll.interval.ms passes (committing, with auto commit, the record it was given), the other consumer is
 given the partition and reads on from there, and the stalled consumer's next poll reports _MAX_POLL_EXCEEDED. Every wait is a
 deadline, not a timing assertion.
-
-With `group.protocol=consumer` (KIP-848) Kafka 4.4 answers differently, and odradek is compared with that: in
-the 45 s the test waits (twice the poll interval past the stall), the other consumer is never given the partition and the stalled one reports no error
-(seen on Kafka 4.4 with the confluent-kafka in the venv: its client does not leave the group when
-max.poll.interval.ms passes under that protocol, so the stalled member keeps the partition).
 """
 
 from __future__ import annotations
@@ -58,9 +53,7 @@ def _max_poll_outcome(bootstrap: str, topic: str, protocol: str) -> dict[str, An
     stalled_until = 0.0
     other_offset = None
     errors: list[str] = []
-    # the consumer protocol's outcome is that nothing moves (see the module docstring): waiting the stall plus
-    # two poll intervals shows that as well as the classic protocol's full deadline, in half the time
-    deadline = time.monotonic() + (DEADLINE_S if protocol == "classic" else PROCESSING_S + 2 * MAX_POLL_MS / 1000 + 5)
+    deadline = time.monotonic() + DEADLINE_S
     try:
         while other_offset is None and time.monotonic() < deadline:
             for i, c in enumerate(consumers):
@@ -79,7 +72,7 @@ def _max_poll_outcome(bootstrap: str, topic: str, protocol: str) -> dict[str, An
                     break
         stalled_error = None
         if stalled >= 0:
-            for _ in range(30 if protocol == "classic" else 10):  # its next polls: the error comes first
+            for _ in range(30):  # the stalled consumer's next polls: the error comes first
                 msg = consumers[stalled].poll(1.0)
                 if msg is not None and msg.error() is not None:
                     stalled_error = msg.error().name()
@@ -92,7 +85,7 @@ def _max_poll_outcome(bootstrap: str, topic: str, protocol: str) -> dict[str, An
             c.close()
 
 
-@pytest.mark.parametrize("protocol", ["classic", "consumer"])
+@pytest.mark.parametrize("protocol", ["classic"])
 def test_a_consumer_past_max_poll_interval_leaves_and_learns_it(cluster_factory, kafka, protocol: str) -> None:
     cluster = cluster_factory(3, settings=REPLICATED).start()
     cluster.wait_ready()
@@ -106,6 +99,5 @@ def test_a_consumer_past_max_poll_interval_leaves_and_learns_it(cluster_factory,
 
     # the other consumer goes on from what the stalled one's client committed as it left (auto commit: 1)
     expected = {"other_got_the_partition_from": 1, "stalled_consumer_error": "_MAX_POLL_EXCEEDED", "other_errors": []}
-    if protocol == "classic":  # with the consumer protocol only the comparison holds (see the module docstring)
-        assert theirs == expected, f"Kafka 4.4: {theirs}"
+    assert theirs == expected, f"Kafka 4.4: {theirs}"
     assert ours == theirs, f"odradek {ours}\n{cluster.logs()}"

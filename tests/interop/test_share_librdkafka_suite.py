@@ -141,8 +141,9 @@ def test_0174_concurrent_consumers_and_producer_first_deliver_each_record_once(b
 def test_0179_close_with_explicit_acknowledgement(bootstrap, topic_name, ack_half):
     per_partition = 50
     create_topic(bootstrap, topic_name, partitions=2)
+    # partition 1's records are produced only once the first batch is in: produced together, a broker may hand
+    # out both partitions in the first fetch (Kafka 4.4 did under load), and the case is about two batches
     produce_to(bootstrap, topic_name, 0, per_partition)
-    produce_to(bootstrap, topic_name, 1, per_partition)
     group = f"{topic_name}-g"
     earliest(bootstrap, group)
     c = consumer(bootstrap, group, "explicit")
@@ -158,6 +159,7 @@ def test_0179_close_with_explicit_acknowledgement(bootstrap, topic_name, ack_hal
             if not batches:  # the first batch: acknowledged in full, sent with the next poll
                 for m in got:
                     c.acknowledge(m, AcknowledgeType.ACCEPT)
+                produce_to(bootstrap, topic_name, 1, per_partition)
             batches.append(got)
         assert sum(map(len, batches)) == 2 * per_partition
         assert len(batches[0]) == per_partition, [len(b) for b in batches]
